@@ -1,0 +1,191 @@
+// Package protocol defines the frames the coordinator and the provider agent exchange over the
+// agent's outbound WebSocket connection.
+//
+// A WebSocket message carries one or more frames, each a JSON object followed by a newline
+// (NDJSON), so a busy writer can batch frames into one message. Many jobs are multiplexed on
+// one connection; each job has its own credit window (see [Window]) so that one slow buyer never
+// stalls the other jobs on the same connection.
+//
+// The connection starts with a handshake:
+//
+//	coordinator → agent  challenge   {nonce}
+//	agent → coordinator  register    {node key, signature of the nonce, region, hardware, offers}
+//	coordinator → agent  registered  {node id, heartbeat interval}
+//
+// then, in any order:
+//
+//	agent → coordinator  heartbeat   {load}
+//	coordinator → agent  job         {job id, request}
+//	agent → coordinator  delta       {job id, text}           (at most Window unacknowledged)
+//	coordinator → agent  credit      {job id, n}              (n more deltas may be sent)
+//	coordinator → agent  cancel      {job id}
+//	agent → coordinator  end         {job id, finish reason, usage | error}
+//
+// Every job the coordinator sends is answered by exactly one end frame, also when it is
+// cancelled: the coordinator frees the job's slot only then.
+//
+// This package imports only the standard library.
+//
+// # History
+//
+//   - Version 1 (2026-11-29): first version.
+package protocol
+
+import (
+	"encoding/json"
+)
+
+// Version is the protocol version this build speaks. An agent sends it in its register frame;
+// the coordinator refuses versions it does not speak.
+const Version = 1
+
+// Window is the number of deltas of one job the agent may send before the coordinator has
+// granted more credit. The coordinator buffers up to Window deltas per job, so its reader never
+// blocks on a slow buyer.
+const Window = 256
+
+// Frame types.
+const (
+	TypeChallenge  = "challenge"
+	TypeRegister   = "register"
+	TypeRegistered = "registered"
+	TypeHeartbeat  = "heartbeat"
+	TypeJob        = "job"
+	TypeDelta      = "delta"
+	TypeCredit     = "credit"
+	TypeCancel     = "cancel"
+	TypeEnd        = "end"
+)
+
+// Frame is one protocol frame. Type says which of the other fields are set.
+type Frame struct {
+	Type string `json:"t"`
+	Job  string `json:"job,omitempty"`
+
+	Challenge  *Challenge  `json:"challenge,omitempty"`
+	Register   *Register   `json:"register,omitempty"`
+	Registered *Registered `json:"registered,omitempty"`
+	Heartbeat  *Heartbeat  `json:"heartbeat,omitempty"`
+	Request    *Request    `json:"request,omitempty"`
+	Delta      *Delta      `json:"delta,omitempty"`
+	Credit     int         `json:"credit,omitempty"`
+	End        *End        `json:"end,omitempty"`
+}
+
+// Challenge is the first frame on a connection: the agent proves it holds its node key by
+// signing Nonce.
+type Challenge struct {
+	Nonce []byte `json:"nonce"`
+}
+
+// Register introduces a node.
+type Register struct {
+	Version int `json:"version"`
+	// NodeKey is the node's ed25519 public key; Signature signs the challenge nonce with it.
+	NodeKey   []byte   `json:"node_key"`
+	Signature []byte   `json:"signature"`
+	Name      string   `json:"name,omitempty"`
+	Region    string   `json:"region,omitempty"`
+	Agent     string   `json:"agent,omitempty"` // agent build version
+	Engine    string   `json:"engine"`          // "sim", "openai", ...
+	Hardware  Hardware `json:"hardware"`
+	Offers    []Offer  `json:"offers"`
+}
+
+// Hardware summarises a node's machine.
+type Hardware struct {
+	OS        string `json:"os,omitempty"`
+	Arch      string `json:"arch,omitempty"`
+	CPUs      int    `json:"cpus,omitempty"`
+	MemoryMiB int64  `json:"memory_mib,omitempty"`
+	GPUs      []GPU  `json:"gpus,omitempty"`
+	Simulated bool   `json:"simulated,omitempty"`
+}
+
+// GPU is one accelerator.
+type GPU struct {
+	Name    string `json:"name"`
+	UUID    string `json:"uuid,omitempty"`
+	VRAMMiB int64  `json:"vram_mib,omitempty"`
+}
+
+// Offer is one model a node serves.
+type Offer struct {
+	Model         string `json:"model"`
+	ContextLength int    `json:"context_length,omitempty"`
+	MaxConcurrent int    `json:"max_concurrent"`
+}
+
+// Registered accepts a node.
+type Registered struct {
+	NodeID            string `json:"node_id"`
+	HeartbeatInterval int64  `json:"heartbeat_interval_ms"`
+}
+
+// Heartbeat tells the coordinator the node is alive.
+type Heartbeat struct {
+	Running int `json:"running"` // jobs running on the node now
+}
+
+// Kinds of request.
+const (
+	KindChat       = "chat"
+	KindCompletion = "completion"
+)
+
+// Request is the work of one job: an OpenAI chat or text completion request, already validated
+// by the coordinator. Raw fields are passed to the engine as the buyer sent them.
+type Request struct {
+	Kind  string `json:"kind"`
+	Model string `json:"model"` // the name the node offered
+
+	Messages json.RawMessage `json:"messages,omitempty"` // chat: the buyer's messages, intact
+	Prompt   string          `json:"prompt,omitempty"`   // completion
+
+	MaxTokens   int      `json:"max_tokens,omitempty"` // 0: the engine's default
+	Temperature *float64 `json:"temperature,omitempty"`
+	TopP        *float64 `json:"top_p,omitempty"`
+	Seed        *int64   `json:"seed,omitempty"`
+	Stop        []string `json:"stop,omitempty"`
+
+	Tools          json.RawMessage `json:"tools,omitempty"`
+	ToolChoice     json.RawMessage `json:"tool_choice,omitempty"`
+	ResponseFormat json.RawMessage `json:"response_format,omitempty"`
+}
+
+// Delta is a piece of the answer.
+type Delta struct {
+	Text      string          `json:"text,omitempty"`
+	Reasoning string          `json:"reasoning,omitempty"`
+	ToolCalls json.RawMessage `json:"tool_calls,omitempty"` // OpenAI tool call deltas, as the engine sent them
+}
+
+// Usage counts a job's tokens.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+// End finishes a job. Exactly one End is sent per job.
+type End struct {
+	// FinishReason is OpenAI's: "stop", "length", "tool_calls", "content_filter"; or
+	// "cancelled" when the coordinator cancelled the job; empty when Error is set.
+	FinishReason string `json:"finish_reason,omitempty"`
+	Usage        Usage  `json:"usage"`
+	// Estimated is true when the engine did not report usage and the agent counted it.
+	Estimated bool   `json:"estimated,omitempty"`
+	Error     *Error `json:"error,omitempty"`
+}
+
+// FinishCancelled is the finish reason of a job the coordinator cancelled.
+const FinishCancelled = "cancelled"
+
+// Error is why a job failed.
+type Error struct {
+	// Status is the engine's HTTP status when it refused the request (400 for a request the
+	// engine found invalid), or 0 for a failure of the node itself.
+	Status  int    `json:"status,omitempty"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return e.Message }

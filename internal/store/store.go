@@ -1,0 +1,126 @@
+// Package store holds the coordinator's domain records and the interface to the database that
+// keeps them. The sqlstore subpackage implements it.
+//
+// It imports only the standard library and the protocol package.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Errors the store returns; wrap-safe, compare with errors.Is.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrConflict = errors.New("already exists")
+)
+
+// Kinds of key.
+const (
+	KeyBuyer    = "buyer"    // an API key, "sk-…", used on /v1
+	KeyProvider = "provider" // a provider token, "spt-…", used by agents to register nodes
+)
+
+// Account is a person or company.
+type Account struct {
+	ID        string
+	Name      string // unique
+	CreatedAt time.Time
+}
+
+// Key is an API key or provider token. Only a hash of the secret is stored.
+type Key struct {
+	ID        string
+	AccountID string
+	Kind      string // KeyBuyer or KeyProvider
+	Name      string
+	Prefix    string // the first characters of the secret, for display
+	Hash      []byte // SHA-256 of the secret
+	CreatedAt time.Time
+	RevokedAt time.Time // zero while the key is valid
+}
+
+// Revoked reports whether the key no longer works.
+func (k *Key) Revoked() bool { return !k.RevokedAt.IsZero() }
+
+// Node is a provider's machine as last registered.
+type Node struct {
+	ID        string
+	AccountID string // the provider's account
+	PublicKey []byte // ed25519
+	Name      string
+	Region    string
+	Engine    string
+	Agent     string // agent version
+	Hardware  []byte // JSON of protocol.Hardware
+	Offers    []byte // JSON of []protocol.Offer
+	FirstSeen time.Time
+	LastSeen  time.Time
+}
+
+// Outcomes of a request.
+const (
+	OutcomeOK        = "ok"        // the answer was delivered whole
+	OutcomeCancelled = "cancelled" // the buyer went away
+	OutcomeError     = "error"     // the network failed the request
+	OutcomeRejected  = "rejected"  // the engine refused the request as invalid
+)
+
+// Usage is one buyer request's record.
+type Usage struct {
+	RequestID        string
+	AccountID        string
+	KeyID            string
+	Model            string
+	NodeID           string // empty when no node took the request
+	Endpoint         string // "chat" or "completion"
+	Stream           bool
+	PromptTokens     int
+	CompletionTokens int
+	TTFT             time.Duration // time to first token; 0 when none came
+	Duration         time.Duration
+	Outcome          string
+	Error            string // why, when Outcome is not OutcomeOK
+	CreatedAt        time.Time
+}
+
+// Store is the coordinator's database.
+type Store interface {
+	// CreateAccount creates an account; ErrConflict if the name is taken.
+	CreateAccount(ctx context.Context, a *Account) error
+	// Account returns an account by id or name; ErrNotFound.
+	Account(ctx context.Context, idOrName string) (*Account, error)
+	// MarkProvider records that an account provides nodes. Idempotent.
+	MarkProvider(ctx context.Context, accountID string) error
+
+	// CreateKey stores a key; its ID and Hash must be set.
+	CreateKey(ctx context.Context, k *Key) error
+	// KeyByHash returns the key (revoked or not) with this hash; ErrNotFound.
+	KeyByHash(ctx context.Context, hash []byte) (*Key, error)
+	// Keys lists an account's keys of a kind, newest first, revoked included. An empty
+	// accountID lists every account's.
+	Keys(ctx context.Context, accountID, kind string) ([]*Key, error)
+	// RevokeKey revokes a key by id or by its prefix; ErrNotFound.
+	RevokeKey(ctx context.Context, idOrPrefix string, at time.Time) (*Key, error)
+
+	// UpsertNode records a node's registration: it inserts the node or updates everything but
+	// ID, PublicKey and FirstSeen.
+	UpsertNode(ctx context.Context, n *Node) error
+	// Node returns a node by id; ErrNotFound.
+	Node(ctx context.Context, id string) (*Node, error)
+	// TouchNodes sets LastSeen of the nodes to at.
+	TouchNodes(ctx context.Context, ids []string, at time.Time) error
+
+	// InsertUsage records requests, in one transaction. Inserting a request id twice is not an
+	// error and keeps the first record.
+	InsertUsage(ctx context.Context, us []*Usage) error
+	// UsageByRequest returns one request's record; ErrNotFound.
+	UsageByRequest(ctx context.Context, requestID string) (*Usage, error)
+	// Usages lists an account's records, newest first, at most limit.
+	Usages(ctx context.Context, accountID string, limit int) ([]*Usage, error)
+
+	// Ping checks the database answers.
+	Ping(ctx context.Context) error
+	Close() error
+}
