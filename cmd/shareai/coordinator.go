@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+
+	"github.com/shareai/shareai/internal/config"
+	"github.com/shareai/shareai/internal/coordinator"
+	"github.com/shareai/shareai/internal/store/sqlstore"
+)
+
+func runCoordinator(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg config.Coordinator
+	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
+	cfg.Flags(fs)
+	if err := parse(fs, args, stderr, `Run the coordinator: the buyers' OpenAI-compatible API (/v1/...), the endpoint agents
+connect to (/v1/agent/connect), and health checks (/healthz, /readyz). State lives in
+SQLite in --data-dir. Create keys with 'shareai keys' on this machine.`); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log, err := cfg.Log.Logger()
+	if err != nil {
+		return err
+	}
+	var tlsCfg *tls.Config
+	if cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return fmt.Errorf("load TLS certificate: %w", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	st, err := sqlstore.Open(ctx, filepath.Join(cfg.DataDir, "coordinator.db"))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	c := coordinator.New(coordinator.Config{
+		Store: st, Log: log, DrainTimeout: cfg.DrainTimeout, HeartbeatInterval: cfg.HeartbeatInterval,
+		MaxBodyBytes: cfg.MaxBodyBytes, TLS: tlsCfg,
+	})
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return err
+	}
+	scheme := "http"
+	if tlsCfg != nil {
+		scheme = "https"
+	}
+	log.Info("coordinator listening", "url", scheme+"://"+ln.Addr().String(), "data_dir", cfg.DataDir)
+	return c.Serve(ctx, ln)
+}

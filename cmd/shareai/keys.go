@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/shareai/shareai/internal/localnet"
+	"github.com/shareai/shareai/internal/store"
+	"github.com/shareai/shareai/internal/store/sqlstore"
+)
+
+const keysAbout = `Manage buyers' API keys (sk-…) and providers' tokens (spt-…).
+
+  shareai keys create [--account NAME] [--name LABEL] [--provider]
+  shareai keys list   [--account NAME] [--provider]
+  shareai keys revoke KEY-ID-OR-PREFIX
+
+'keys' works on the coordinator's database directly (SQLite in --data-dir), so run it on
+the coordinator's machine, with the same --data-dir; the coordinator need not be stopped.
+A created key is printed once: only its hash is stored. A revoked key stops working within
+seconds (the coordinator caches valid keys for 10s).`
+
+func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || (args[0] != "create" && args[0] != "list" && args[0] != "revoke") {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			fmt.Fprintln(stdout, keysAbout)
+			return nil
+		}
+		fmt.Fprintln(stderr, keysAbout)
+		return errUsage
+	}
+	verb := args[0]
+	fs := flag.NewFlagSet("keys "+verb, flag.ContinueOnError)
+	dataDir := fs.String("data-dir", "./.shareai", "the coordinator's data directory")
+	account := fs.String("account", "default", "the account (created if it does not exist)")
+	name := fs.String("name", "", "a label for the key")
+	provider := fs.Bool("provider", false, "a provider token for registering agents, instead of a buyer's API key")
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, keysAbout+"\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := bindEnv(fs); err != nil {
+		return err
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if err == flag.ErrHelp {
+			return err
+		}
+		return errUsage
+	}
+	kind := store.KeyBuyer
+	if *provider {
+		kind = store.KeyProvider
+	}
+	st, err := sqlstore.Open(ctx, filepath.Join(*dataDir, "coordinator.db"))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	switch verb {
+	case "create":
+		acct, err := localnet.EnsureAccount(ctx, st, *account)
+		if err != nil {
+			return err
+		}
+		if *provider {
+			if err := st.MarkProvider(ctx, acct.ID); err != nil {
+				return err
+			}
+		}
+		secret, k := store.NewKey(acct.ID, kind, *name, time.Now())
+		if err := st.CreateKey(ctx, k); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "Created %s %s for account %s. Keep it safe: it is shown only this once.\n", kind, k.ID, acct.Name)
+		fmt.Fprintln(stdout, secret)
+		return nil
+	case "list":
+		accountID := ""
+		if isSet(fs, "account") {
+			acct, err := st.Account(ctx, *account)
+			if err != nil {
+				return fmt.Errorf("account %s: %w", *account, err)
+			}
+			accountID = acct.ID
+		}
+		keys, err := st.Keys(ctx, accountID, kind)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tPREFIX\tACCOUNT\tNAME\tCREATED\tSTATUS")
+		for _, k := range keys {
+			status := "active"
+			if k.Revoked() {
+				status = "revoked " + k.RevokedAt.UTC().Format(time.DateTime)
+			}
+			fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\t%s\t%s\n", k.ID, k.Prefix, k.AccountID, k.Name, k.CreatedAt.UTC().Format(time.DateTime), status)
+		}
+		return tw.Flush()
+	default: // revoke
+		if fs.NArg() != 1 {
+			fmt.Fprintln(stderr, "revoke takes one key id or prefix")
+			return errUsage
+		}
+		k, err := st.RevokeKey(ctx, fs.Arg(0), time.Now())
+		if err != nil {
+			return fmt.Errorf("revoke %s: %w", fs.Arg(0), err)
+		}
+		fmt.Fprintf(stdout, "Revoked %s (%s…).\n", k.ID, k.Prefix)
+		return nil
+	}
+}
+
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/shareai/shareai/internal/config"
+	"github.com/shareai/shareai/internal/engine"
+	"github.com/shareai/shareai/internal/localnet"
+)
+
+func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg config.Up
+	fs := flag.NewFlagSet("up", flag.ContinueOnError)
+	cfg.Flags(fs)
+	if err := parse(fs, args, stderr, `Run a whole ShareAI network on this machine: a coordinator (SQLite in --data-dir) and
+--providers agents connected to it over loopback. The agents run simulated GPUs unless
+--engine openai --upstream URL puts them on a real OpenAI-compatible engine. Prints the
+environment for OpenAI SDKs once the network can serve. Ctrl-C stops everything.`); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log, err := cfg.Log.Logger()
+	if err != nil {
+		return err
+	}
+	n, err := localnet.Start(ctx, localnet.Config{
+		DataDir: cfg.DataDir, Addr: cfg.Addr, Providers: cfg.Providers, MaxConcurrent: cfg.MaxConcurrent,
+		Version: version, Log: log,
+		NewEngine: func(int) (engine.Engine, error) {
+			return newEngine(cfg.Engine, cfg.Upstream, cfg.UpstreamAPIKey, nil, cfg.SimTTFT, cfg.SimTPS)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	model := "MODEL"
+	if ms := n.Coordinator().Fleet.Models(); len(ms) > 0 {
+		model = ms[0].ID
+	}
+	kind := "simulated providers"
+	if cfg.Engine == "openai" {
+		kind = "providers on " + cfg.Upstream
+	}
+	fmt.Fprintf(stderr, "ShareAI network up: coordinator at %s with %d %s.\n", n.URL, len(n.Agents), kind)
+	fmt.Fprintf(stdout, "export OPENAI_BASE_URL=%s/v1\nexport OPENAI_API_KEY=%s\n", n.URL, n.APIKey)
+	fmt.Fprintf(stdout, `curl -s $OPENAI_BASE_URL/chat/completions -H "Authorization: Bearer $OPENAI_API_KEY" -H "Content-Type: application/json" -d '{"model":"%s","messages":[{"role":"user","content":"Hello!"}]}'`+"\n", model)
+	if f, ok := stdout.(interface{ Sync() error }); ok {
+		f.Sync()
+	}
+	<-ctx.Done()
+	fmt.Fprintln(stderr, "Stopping: letting streams in flight finish…")
+	return n.Close()
+}

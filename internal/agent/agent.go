@@ -1,0 +1,198 @@
+// Package agent is the provider's side of ShareAI: it dials the coordinator outbound over
+// WebSocket (so it works behind NAT), registers the node and its offers, sends heartbeats, and
+// runs the jobs it is sent on a local engine, many at once on the one connection. When the
+// connection drops it reconnects with backoff and jitter.
+//
+// It must not import the store, ledger, gateway, fleet or any other coordinator package.
+package agent
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shareai/shareai/internal/engine"
+	"github.com/shareai/shareai/internal/protocol"
+)
+
+// Log keys.
+const (
+	logJob   = "job"
+	logNode  = "node"
+	logModel = "model"
+)
+
+// Config configures an agent.
+type Config struct {
+	// Coordinator is the coordinator's base URL, such as http://coord.example:8080; the agent
+	// connects to its /v1/agent/connect.
+	Coordinator string
+	Token       string // provider token, "spt-…"
+	DataDir     string // keeps the node key
+	Name        string
+	Region      string
+	Engine      engine.Engine
+	// Offers to make; when empty, every model the engine serves with MaxConcurrent slots.
+	Offers        []protocol.Offer
+	MaxConcurrent int // default 4
+	Hardware      protocol.Hardware
+	Version       string // the agent's build version
+	Log           *slog.Logger
+}
+
+// Agent is a running provider agent.
+type Agent struct {
+	cfg Config
+	log *slog.Logger
+	key ed25519.PrivateKey
+	url string
+
+	mu      sync.Mutex
+	nodeID  string
+	running int
+	conns   int // successful registrations so far
+	ready   chan struct{}
+}
+
+// New checks the configuration and loads (or makes) the node key.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Engine == nil {
+		return nil, errors.New("agent: no engine")
+	}
+	if cfg.Token == "" {
+		return nil, errors.New("agent: no provider token")
+	}
+	u, err := connectURL(cfg.Coordinator)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.MaxConcurrent <= 0 {
+		cfg.MaxConcurrent = 4
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Hardware.OS == "" {
+		cfg.Hardware.OS, cfg.Hardware.Arch, cfg.Hardware.CPUs = runtime.GOOS, runtime.GOARCH, runtime.NumCPU()
+	}
+	key, err := LoadOrCreateNodeKey(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	return &Agent{cfg: cfg, log: cfg.Log, key: key, url: u, ready: make(chan struct{})}, nil
+}
+
+func connectURL(base string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("agent: coordinator address %q is not a URL like http://host:8080", base)
+	}
+	switch u.Scheme {
+	case "http", "ws":
+		u.Scheme = "ws"
+	case "https", "wss":
+		u.Scheme = "wss"
+	default:
+		return "", fmt.Errorf("agent: coordinator address %q: scheme must be http or https", base)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/agent/connect"
+	return u.String(), nil
+}
+
+// NodeID returns the node's id once it has registered, or "".
+func (a *Agent) NodeID() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.nodeID
+}
+
+// Running returns how many jobs run now.
+func (a *Agent) Running() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.running
+}
+
+// Registrations returns how many times the node has registered (1 + reconnects).
+func (a *Agent) Registrations() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.conns
+}
+
+// Ready is closed when the node first registers.
+func (a *Agent) Ready() <-chan struct{} { return a.ready }
+
+// Run connects and serves jobs until ctx is done, reconnecting whenever the connection drops.
+// It returns nil when ctx is done, or an error the coordinator gave that retrying cannot fix
+// (such as an invalid provider token).
+func (a *Agent) Run(ctx context.Context) error {
+	offers, err := a.offers(ctx)
+	if err != nil {
+		return err
+	}
+	var attempt int
+	for {
+		registered, err := a.session(ctx, offers)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, errFatal) {
+			return err
+		}
+		if registered {
+			attempt = 0
+		}
+		d := Backoff(attempt, rand.Float64)
+		attempt++
+		a.log.Warn("disconnected from coordinator; reconnecting", "err", err, "in", d.Round(time.Millisecond))
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (a *Agent) offers(ctx context.Context) ([]protocol.Offer, error) {
+	if len(a.cfg.Offers) > 0 {
+		return a.cfg.Offers, nil
+	}
+	models, err := a.cfg.Engine.Models(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list the engine's models: %w", err)
+	}
+	if len(models) == 0 {
+		return nil, errors.New("the engine serves no model")
+	}
+	offers := make([]protocol.Offer, len(models))
+	for i, m := range models {
+		offers[i] = protocol.Offer{Model: m.Name, ContextLength: m.ContextLength, MaxConcurrent: a.cfg.MaxConcurrent}
+	}
+	return offers, nil
+}
+
+// Backoff is how long to wait before reconnect attempt n (0-based): exponential from 250ms to
+// 30s, with the upper half jittered so that many agents don't return at the same instant.
+// random returns a number in [0, 1).
+func Backoff(n int, random func() float64) time.Duration {
+	const (
+		base    = 250 * time.Millisecond
+		ceiling = 30 * time.Second
+	)
+	d := ceiling
+	if n < 8 {
+		d = min(base<<n, ceiling)
+	}
+	return d/2 + time.Duration(random()*float64(d/2))
+}

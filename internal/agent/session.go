@@ -1,0 +1,343 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/shareai/shareai/internal/engine"
+	"github.com/shareai/shareai/internal/protocol"
+)
+
+// errFatal marks errors that reconnecting cannot fix.
+var errFatal = errors.New("fatal")
+
+// maxJobBytes bounds one message from the coordinator (a job carries the buyer's whole request).
+const maxJobBytes = 64 << 20
+
+// conn is one connection to the coordinator.
+type conn struct {
+	a    *Agent
+	ws   *websocket.Conn
+	out  chan protocol.Frame
+	done chan struct{}
+
+	mu   sync.Mutex
+	jobs map[string]*job
+	// running per offered model, to refuse jobs beyond an offer's slots.
+	perModel map[string]int
+	limits   map[string]int
+}
+
+// job is one job running on the engine.
+type job struct {
+	cancel context.CancelFunc
+	credit chan int // grants from the coordinator
+}
+
+// session connects, registers and serves one connection. It reports whether the node
+// registered, so the caller can reset its backoff.
+func (a *Agent) session(ctx context.Context, offers []protocol.Offer) (registered bool, err error) {
+	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	ws, resp, err := websocket.Dial(dctx, a.url, &websocket.DialOptions{
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + a.cfg.Token}},
+	})
+	cancel()
+	if err != nil {
+		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
+			return false, fmt.Errorf("%w: the coordinator refused the provider token", errFatal)
+		}
+		return false, fmt.Errorf("dial %s: %w", a.url, err)
+	}
+	ws.SetReadLimit(maxJobBytes)
+	c := &conn{
+		a: a, ws: ws,
+		out:      make(chan protocol.Frame, 1024),
+		done:     make(chan struct{}),
+		jobs:     make(map[string]*job),
+		perModel: make(map[string]int),
+		limits:   make(map[string]int),
+	}
+	for _, o := range offers {
+		c.limits[o.Model] = o.MaxConcurrent
+	}
+	defer ws.CloseNow()
+	reg, err := c.handshake(ctx, offers)
+	if err != nil {
+		return false, err
+	}
+	a.mu.Lock()
+	a.nodeID = reg.NodeID
+	a.conns++
+	if a.conns == 1 {
+		close(a.ready)
+	}
+	a.mu.Unlock()
+	a.log.Info("registered with coordinator", logNode, reg.NodeID, "offers", len(offers))
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return c.readLoop(gctx) })
+	g.Go(func() error { return c.writeLoop(gctx) })
+	g.Go(func() error { return c.heartbeat(gctx, time.Duration(reg.HeartbeatInterval)*time.Millisecond) })
+	err = g.Wait()
+	close(c.done)
+	c.cancelAll()
+	if ctx.Err() != nil {
+		ws.Close(websocket.StatusGoingAway, "agent stopping")
+	}
+	return true, err
+}
+
+func (c *conn) handshake(ctx context.Context, offers []protocol.Offer) (*protocol.Registered, error) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	fr, err := c.readOne(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read challenge: %w", err)
+	}
+	if fr.Type != protocol.TypeChallenge || fr.Challenge == nil {
+		return nil, fmt.Errorf("expected a challenge frame, got %q", fr.Type)
+	}
+	a := c.a
+	reg := &protocol.Register{
+		Version:   protocol.Version,
+		NodeKey:   a.key.Public().(ed25519.PublicKey),
+		Signature: ed25519.Sign(a.key, fr.Challenge.Nonce),
+		Name:      a.cfg.Name,
+		Region:    a.cfg.Region,
+		Agent:     a.cfg.Version,
+		Engine:    a.cfg.Engine.Name(),
+		Hardware:  a.cfg.Hardware,
+		Offers:    offers,
+	}
+	b, _ := json.Marshal(protocol.Frame{Type: protocol.TypeRegister, Register: reg})
+	if err := c.ws.Write(ctx, websocket.MessageText, b); err != nil {
+		return nil, fmt.Errorf("send register: %w", err)
+	}
+	fr, err = c.readOne(ctx)
+	if err != nil {
+		if websocket.CloseStatus(err) == websocket.StatusInternalError {
+			// The coordinator refused the registration and said why.
+			var ce websocket.CloseError
+			if errors.As(err, &ce) {
+				return nil, fmt.Errorf("coordinator refused the node: %s", ce.Reason)
+			}
+		}
+		return nil, fmt.Errorf("read registered: %w", err)
+	}
+	if fr.Type != protocol.TypeRegistered || fr.Registered == nil {
+		return nil, fmt.Errorf("expected a registered frame, got %q", fr.Type)
+	}
+	return fr.Registered, nil
+}
+
+func (c *conn) readOne(ctx context.Context) (protocol.Frame, error) {
+	var fr protocol.Frame
+	_, msg, err := c.ws.Read(ctx)
+	if err != nil {
+		return fr, err
+	}
+	err = json.Unmarshal(msg, &fr)
+	return fr, err
+}
+
+func (c *conn) readLoop(ctx context.Context) error {
+	for {
+		_, msg, err := c.ws.Read(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("read from coordinator: %w", err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(msg))
+		for dec.More() {
+			var fr protocol.Frame
+			if err := dec.Decode(&fr); err != nil {
+				return fmt.Errorf("bad frame from coordinator: %w", err)
+			}
+			c.handle(ctx, fr)
+		}
+	}
+}
+
+func (c *conn) handle(ctx context.Context, fr protocol.Frame) {
+	switch fr.Type {
+	case protocol.TypeJob:
+		if fr.Request != nil {
+			c.start(ctx, fr.Job, fr.Request)
+		}
+	case protocol.TypeCancel:
+		c.mu.Lock()
+		j := c.jobs[fr.Job]
+		c.mu.Unlock()
+		if j != nil {
+			j.cancel()
+		}
+	case protocol.TypeCredit:
+		c.mu.Lock()
+		j := c.jobs[fr.Job]
+		c.mu.Unlock()
+		if j != nil {
+			select {
+			case j.credit <- fr.Credit:
+			default: // the coordinator never grants more than a window's worth at a time
+			}
+		}
+	default:
+		c.a.log.Debug("ignoring frame", "type", fr.Type)
+	}
+}
+
+// start runs a job in its own goroutine, or refuses it at once if its offer has no free slot.
+func (c *conn) start(ctx context.Context, id string, req *protocol.Request) {
+	c.mu.Lock()
+	limit, offered := c.limits[req.Model]
+	if !offered || c.perModel[req.Model] >= limit || c.jobs[id] != nil {
+		c.mu.Unlock()
+		msg := fmt.Sprintf("node does not offer model %q", req.Model)
+		if offered {
+			msg = fmt.Sprintf("node is busy: %d jobs of %q running", limit, req.Model)
+		}
+		c.send(protocol.Frame{Type: protocol.TypeEnd, Job: id, End: &protocol.End{Error: &protocol.Error{Message: msg}}})
+		return
+	}
+	jctx, cancel := context.WithCancel(ctx)
+	j := &job{cancel: cancel, credit: make(chan int, 4)}
+	c.jobs[id] = j
+	c.perModel[req.Model]++
+	c.mu.Unlock()
+	c.a.mu.Lock()
+	c.a.running++
+	c.a.mu.Unlock()
+
+	go func() {
+		end := c.run(jctx, id, j, req)
+		cancel()
+		c.mu.Lock()
+		delete(c.jobs, id)
+		c.perModel[req.Model]--
+		c.mu.Unlock()
+		c.a.mu.Lock()
+		c.a.running--
+		c.a.mu.Unlock()
+		c.send(protocol.Frame{Type: protocol.TypeEnd, Job: id, End: end})
+	}()
+}
+
+// run runs a job on the engine, sending its deltas within the job's credit.
+func (c *conn) run(ctx context.Context, id string, j *job, req *protocol.Request) *protocol.End {
+	credit := protocol.Window
+	var sent int
+	emit := func(d protocol.Delta) error {
+		for credit == 0 {
+			select {
+			case n := <-j.credit:
+				credit += n
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		credit--
+		sent++
+		return c.send(protocol.Frame{Type: protocol.TypeDelta, Job: id, Delta: &d})
+	}
+	res, err := c.a.cfg.Engine.Run(ctx, req, emit)
+	switch {
+	case err == nil:
+		return &protocol.End{FinishReason: res.FinishReason, Usage: res.Usage, Estimated: res.Estimated}
+	case ctx.Err() != nil:
+		// Cancelled by the coordinator (or the connection went away): report what was sent.
+		return &protocol.End{FinishReason: protocol.FinishCancelled, Usage: protocol.Usage{CompletionTokens: sent}, Estimated: true}
+	}
+	c.a.log.Warn("job failed", logJob, id, logModel, req.Model, "err", err)
+	pe := &protocol.Error{Message: err.Error()}
+	if re, ok := errors.AsType[*engine.RequestError](err); ok {
+		pe.Status, pe.Message = re.Status, re.Message
+	}
+	return &protocol.End{Usage: protocol.Usage{CompletionTokens: sent}, Estimated: true, Error: pe}
+}
+
+// send queues a frame for the writer; it fails once the connection is gone.
+func (c *conn) send(fr protocol.Frame) error {
+	select {
+	case c.out <- fr:
+		return nil
+	case <-c.done:
+		return errors.New("connection to coordinator closed")
+	}
+}
+
+func (c *conn) writeLoop(ctx context.Context) error {
+	batch := make([]protocol.Frame, 0, 64)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	for {
+		select {
+		case fr := <-c.out:
+			batch = append(batch[:0], fr)
+		case <-ctx.Done():
+			return nil
+		}
+	drain:
+		for len(batch) < cap(batch) {
+			select {
+			case fr := <-c.out:
+				batch = append(batch, fr)
+			default:
+				break drain
+			}
+		}
+		buf.Reset()
+		for i := range batch {
+			if err := enc.Encode(&batch[i]); err != nil {
+				return fmt.Errorf("encode frame: %w", err)
+			}
+		}
+		if err := c.ws.Write(ctx, websocket.MessageText, buf.Bytes()); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("write to coordinator: %w", err)
+		}
+	}
+}
+
+func (c *conn) heartbeat(ctx context.Context, every time.Duration) error {
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		c.mu.Lock()
+		n := len(c.jobs)
+		c.mu.Unlock()
+		if err := c.send(protocol.Frame{Type: protocol.TypeHeartbeat, Heartbeat: &protocol.Heartbeat{Running: n}}); err != nil {
+			return nil
+		}
+	}
+}
+
+// cancelAll stops every job when the connection is gone: nobody can receive their answers.
+func (c *conn) cancelAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, j := range c.jobs {
+		j.cancel()
+	}
+}

@@ -1,0 +1,85 @@
+// Package api holds the OpenAI-compatible wire types of the buyer API, their validation, and
+// OpenAI-style errors. It imports only the standard library and protocol.
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+)
+
+// Error types and codes, as OpenAI names them where OpenAI has a name.
+const (
+	TypeInvalidRequest = "invalid_request_error"
+	TypeAuthentication = "authentication_error"
+	TypeNotFound       = "not_found_error"
+	TypeUnavailable    = "service_unavailable_error"
+	TypeServer         = "server_error"
+	TypeUpstream       = "upstream_error"
+
+	CodeMissingAPIKey       = "missing_api_key"
+	CodeInvalidAPIKey       = "invalid_api_key"
+	CodeModelNotFound       = "model_not_found"
+	CodeNoProviderAvailable = "no_provider_available"
+	CodeRequestTooLarge     = "request_too_large"
+	CodeInvalidJSON         = "invalid_json"
+	CodeUnsupported         = "unsupported_parameter"
+	CodeInvalidValue        = "invalid_value"
+	CodeProviderError       = "provider_error"
+)
+
+// Error is an error the buyer sees, in OpenAI's shape:
+//
+//	{"error": {"message": "...", "type": "...", "param": "...", "code": "..."}}
+//
+// Param and Code are null when empty.
+type Error struct {
+	Status  int
+	Message string
+	Type    string
+	Param   string
+	Code    string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
+
+// MarshalJSON writes the error's body.
+func (e *Error) MarshalJSON() ([]byte, error) {
+	type body struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    *string `json:"code"`
+	}
+	b := body{Message: e.Message, Type: e.Type}
+	if e.Param != "" {
+		b.Param = &e.Param
+	}
+	if e.Code != "" {
+		b.Code = &e.Code
+	}
+	return json.Marshal(struct {
+		Error body `json:"error"`
+	}{b})
+}
+
+// Write sends the error as the HTTP response.
+func (e *Error) Write(w http.ResponseWriter) {
+	b, _ := json.Marshal(e)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Del("Content-Length")
+	w.WriteHeader(e.Status)
+	w.Write(b)
+}
+
+// BadRequest is a 400 about one parameter.
+func BadRequest(param, code, format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: param, Code: code,
+		Message: fmt.Sprintf(format, args...)}
+}
+
+// Unsupported is a 400 for a parameter value ShareAI does not support.
+func Unsupported(param, format string, args ...any) *Error {
+	return BadRequest(param, CodeUnsupported, format, args...)
+}

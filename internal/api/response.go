@@ -1,0 +1,146 @@
+package api
+
+import (
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// Object names.
+const (
+	ObjectChatCompletion      = "chat.completion"
+	ObjectChatCompletionChunk = "chat.completion.chunk"
+	ObjectTextCompletion      = "text_completion"
+)
+
+// Usage is a response's token counts.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// ChatCompletion is a non-streamed chat answer.
+type ChatCompletion struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []ChatChoice `json:"choices"`
+	Usage   Usage        `json:"usage"`
+}
+
+// ChatChoice is one answer of a ChatCompletion.
+type ChatChoice struct {
+	Index        int             `json:"index"`
+	Message      Message         `json:"message"`
+	Logprobs     json.RawMessage `json:"logprobs"`
+	FinishReason string          `json:"finish_reason"`
+}
+
+// Message is an assistant's message.
+type Message struct {
+	Role             string     `json:"role"`
+	Content          *string    `json:"content"`
+	ReasoningContent string     `json:"reasoning_content,omitempty"`
+	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
+}
+
+// ToolCall is a whole tool call in a non-streamed answer.
+type ToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall names the function a tool call calls.
+type FunctionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// TextCompletion is a non-streamed legacy completion, and also each chunk of a streamed one.
+type TextCompletion struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []TextChoice `json:"choices"`
+	Usage   *Usage       `json:"usage,omitempty"`
+}
+
+// TextChoice is one answer of a TextCompletion.
+type TextChoice struct {
+	Text         string          `json:"text"`
+	Index        int             `json:"index"`
+	Logprobs     json.RawMessage `json:"logprobs"`
+	FinishReason *string         `json:"finish_reason"`
+}
+
+// Model is one entry of GET /v1/models, with ShareAI's extension fields.
+type Model struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+	// Nodes is how many nodes serve the model now.
+	Nodes int `json:"nodes"`
+	// ContextLength is the longest context a node offers for the model.
+	ContextLength int `json:"context_length"`
+	// Simulated is true when every node serving the model is a simulated GPU.
+	Simulated bool `json:"simulated,omitempty"`
+}
+
+// ModelList is the body of GET /v1/models.
+type ModelList struct {
+	Object string  `json:"object"`
+	Data   []Model `json:"data"`
+}
+
+var null = json.RawMessage("null")
+
+// Null is the JSON null, for fields that OpenAI sends as null.
+func Null() json.RawMessage { return null }
+
+// AppendString appends s to b as a JSON string. Invalid UTF-8 becomes U+FFFD, as
+// encoding/json does; non-ASCII text is kept as it is.
+func AppendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, "\\ufffd"...)
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

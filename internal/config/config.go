@@ -1,0 +1,272 @@
+// Package config holds one typed configuration per program (coordinator, provider agent, local
+// network), filled from defaults, then the environment, then flags, and checked by Validate.
+// Only this package and cmd/ read the environment.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// FieldError is one invalid setting.
+type FieldError struct {
+	Field string // the flag's name
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return fmt.Sprintf("--%s: %s", e.Field, e.Msg) }
+
+// Env documents every environment variable, with the flag it sets.
+var Env = []struct{ Name, Flag, Doc string }{
+	{"SHAREAI_ADDR", "addr", "coordinator listen address"},
+	{"SHAREAI_DATA_DIR", "data-dir", "where the database, keys and node keys live"},
+	{"SHAREAI_LOG_LEVEL", "log-level", "debug, info, warn or error"},
+	{"SHAREAI_LOG_FORMAT", "log-format", "text or json"},
+	{"SHAREAI_TLS_CERT", "tls-cert", "coordinator TLS certificate file (PEM)"},
+	{"SHAREAI_TLS_KEY", "tls-key", "coordinator TLS key file (PEM)"},
+	{"SHAREAI_COORDINATOR", "coordinator", "the agent's coordinator URL"},
+	{"SHAREAI_PROVIDER_TOKEN", "token", "the agent's provider token (spt-…)"},
+	{"SHAREAI_ENGINE", "engine", "sim or openai"},
+	{"SHAREAI_UPSTREAM", "upstream", "the openai engine's base URL, e.g. http://127.0.0.1:8000/v1"},
+	{"SHAREAI_UPSTREAM_API_KEY", "upstream-api-key", "bearer key for the upstream engine"},
+	{"SHAREAI_REGION", "region", "the node's region (ISO country code such as de, us)"},
+}
+
+// Bind registers the flags of fs to read their defaults from the environment variables named in
+// Env. Call it after defining the flags and before fs.Parse.
+func Bind(fs *flag.FlagSet, getenv func(string) string) error {
+	var errs []error
+	for _, e := range Env {
+		f := fs.Lookup(e.Flag)
+		if f == nil {
+			continue
+		}
+		if v := getenv(e.Name); v != "" {
+			if err := f.Value.Set(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %w", e.Name, v, err))
+			}
+			f.DefValue = v
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Log is the logging configuration shared by every program.
+type Log struct {
+	Level  string
+	Format string
+}
+
+// Flags registers the logging flags.
+func (l *Log) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&l.Level, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&l.Format, "log-format", "text", "log format: text or json")
+}
+
+// Logger builds the logger, writing to stderr.
+func (l *Log) Logger() (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(l.Level)); err != nil {
+		return nil, &FieldError{"log-level", fmt.Sprintf("%q is not debug, info, warn or error", l.Level)}
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch l.Format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, &FieldError{"log-format", fmt.Sprintf("%q is not text or json", l.Format)}
+}
+
+// Coordinator configures `shareai coordinator`.
+type Coordinator struct {
+	Addr              string
+	DataDir           string
+	TLSCert, TLSKey   string
+	DrainTimeout      time.Duration
+	HeartbeatInterval time.Duration
+	MaxBodyBytes      int64
+	Log               Log
+}
+
+// Flags registers the coordinator's flags with their defaults.
+func (c *Coordinator) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address for the buyer API and agents")
+	fs.StringVar(&c.DataDir, "data-dir", "./.shareai", "directory of the SQLite database")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "TLS certificate file (PEM); serve HTTPS when set with --tls-key")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "TLS private key file (PEM)")
+	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "how long shutdown waits for streams in flight")
+	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", 5*time.Second, "how often agents send heartbeats")
+	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", 16<<20, "largest request body accepted")
+	c.Log.Flags(fs)
+}
+
+// Validate checks the settings.
+func (c *Coordinator) Validate() error {
+	var errs []error
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		errs = append(errs, &FieldError{"addr", "want host:port, such as 127.0.0.1:8080"})
+	}
+	if c.DataDir == "" {
+		errs = append(errs, &FieldError{"data-dir", "must not be empty"})
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		errs = append(errs, &FieldError{"tls-cert", "set both --tls-cert and --tls-key, or neither"})
+	}
+	if c.DrainTimeout < 0 {
+		errs = append(errs, &FieldError{"drain-timeout", "must not be negative"})
+	}
+	if c.HeartbeatInterval < 100*time.Millisecond {
+		errs = append(errs, &FieldError{"heartbeat-interval", "must be at least 100ms"})
+	}
+	if c.MaxBodyBytes < 1024 {
+		errs = append(errs, &FieldError{"max-body-bytes", "must be at least 1024"})
+	}
+	return errors.Join(errs...)
+}
+
+// Provider configures `shareai provider`.
+type Provider struct {
+	Coordinator    string
+	Token          string
+	DataDir        string
+	Name           string
+	Region         string
+	Engine         string
+	Upstream       string
+	UpstreamAPIKey string
+	Models         string // comma-separated; empty: what the engine serves
+	MaxConcurrent  int
+	ContextLength  int
+	SimTTFT        time.Duration
+	SimTPS         float64
+	Log            Log
+}
+
+// Flags registers the agent's flags with their defaults.
+func (p *Provider) Flags(fs *flag.FlagSet) {
+	host, _ := os.Hostname()
+	fs.StringVar(&p.Coordinator, "coordinator", "http://127.0.0.1:8080", "the coordinator's URL")
+	fs.StringVar(&p.Token, "token", "", "provider token (spt-…) from `shareai keys create --provider`")
+	fs.StringVar(&p.DataDir, "data-dir", "./.shareai-node", "directory that keeps the node key (the node's identity)")
+	fs.StringVar(&p.Name, "name", host, "the node's display name")
+	fs.StringVar(&p.Region, "region", "", "the node's region: ISO country code such as de, us, jp")
+	fs.StringVar(&p.Engine, "engine", "sim", "inference engine: openai (any OpenAI-compatible server) or sim (simulated GPU)")
+	fs.StringVar(&p.Upstream, "upstream", "", "openai engine: the server's base URL, e.g. http://127.0.0.1:8000/v1")
+	fs.StringVar(&p.UpstreamAPIKey, "upstream-api-key", "", "openai engine: bearer key for the server, if it needs one")
+	fs.StringVar(&p.Models, "models", "", "comma-separated models to offer (default: every model the engine serves)")
+	fs.IntVar(&p.MaxConcurrent, "max-concurrent", 4, "jobs run at once per model")
+	fs.IntVar(&p.ContextLength, "context-length", 0, "context length to advertise when the engine does not say")
+	fs.DurationVar(&p.SimTTFT, "sim-ttft", 150*time.Millisecond, "sim engine: time to first token")
+	fs.Float64Var(&p.SimTPS, "sim-tps", 60, "sim engine: tokens per second (0: no delay)")
+	p.Log.Flags(fs)
+}
+
+// ModelList returns the --models list.
+func (p *Provider) ModelList() []string {
+	var out []string
+	for m := range strings.SplitSeq(p.Models, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Validate checks the settings.
+func (p *Provider) Validate() error {
+	var errs []error
+	if u, err := url.Parse(p.Coordinator); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		errs = append(errs, &FieldError{"coordinator", "want a URL such as https://coordinator.example:8080"})
+	}
+	if p.Token == "" {
+		errs = append(errs, &FieldError{"token", "required: a provider token (spt-…)"})
+	}
+	if p.DataDir == "" {
+		errs = append(errs, &FieldError{"data-dir", "must not be empty"})
+	}
+	errs = append(errs, ValidateEngine(p.Engine, p.Upstream))
+	if p.MaxConcurrent < 1 {
+		errs = append(errs, &FieldError{"max-concurrent", "must be at least 1"})
+	}
+	if p.ContextLength < 0 {
+		errs = append(errs, &FieldError{"context-length", "must not be negative"})
+	}
+	if p.SimTTFT < 0 || p.SimTPS < 0 {
+		errs = append(errs, &FieldError{"sim-tps", "sim timings must not be negative"})
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateEngine checks an engine choice and its upstream.
+func ValidateEngine(engine, upstream string) error {
+	switch engine {
+	case "sim":
+		return nil
+	case "openai":
+		if u, err := url.Parse(upstream); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return &FieldError{"upstream", "the openai engine needs the server's base URL, e.g. http://127.0.0.1:8000/v1"}
+		}
+		return nil
+	}
+	return &FieldError{"engine", fmt.Sprintf("%q is not openai or sim", engine)}
+}
+
+// Up configures `shareai up`.
+type Up struct {
+	Addr           string
+	DataDir        string
+	Providers      int
+	Engine         string
+	Upstream       string
+	UpstreamAPIKey string
+	SimTTFT        time.Duration
+	SimTPS         float64
+	MaxConcurrent  int
+	Log            Log
+}
+
+// Flags registers the flags of `shareai up`.
+func (u *Up) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&u.Addr, "addr", "127.0.0.1:8080", "coordinator listen address")
+	fs.StringVar(&u.DataDir, "data-dir", "./.shareai", "directory for the database, keys and node keys")
+	fs.IntVar(&u.Providers, "providers", 2, "number of provider agents to run")
+	fs.StringVar(&u.Engine, "engine", "sim", "the agents' engine: sim (simulated GPU) or openai")
+	fs.StringVar(&u.Upstream, "upstream", "", "openai engine: the server's base URL, e.g. http://127.0.0.1:11434/v1")
+	fs.StringVar(&u.UpstreamAPIKey, "upstream-api-key", "", "openai engine: bearer key for the server")
+	fs.DurationVar(&u.SimTTFT, "sim-ttft", 150*time.Millisecond, "sim engine: time to first token")
+	fs.Float64Var(&u.SimTPS, "sim-tps", 60, "sim engine: tokens per second (0: no delay)")
+	fs.IntVar(&u.MaxConcurrent, "max-concurrent", 8, "jobs each agent runs at once per model")
+	u.Log.Flags(fs)
+}
+
+// Validate checks the settings.
+func (u *Up) Validate() error {
+	var errs []error
+	if _, _, err := net.SplitHostPort(u.Addr); err != nil {
+		errs = append(errs, &FieldError{"addr", "want host:port, such as 127.0.0.1:8080"})
+	}
+	if u.DataDir == "" {
+		errs = append(errs, &FieldError{"data-dir", "must not be empty"})
+	}
+	if u.Providers < 1 || u.Providers > 1000 {
+		errs = append(errs, &FieldError{"providers", "must be between 1 and 1000, got " + strconv.Itoa(u.Providers)})
+	}
+	errs = append(errs, ValidateEngine(u.Engine, u.Upstream))
+	if u.MaxConcurrent < 1 {
+		errs = append(errs, &FieldError{"max-concurrent", "must be at least 1"})
+	}
+	if u.SimTTFT < 0 || u.SimTPS < 0 {
+		errs = append(errs, &FieldError{"sim-tps", "sim timings must not be negative"})
+	}
+	return errors.Join(errs...)
+}

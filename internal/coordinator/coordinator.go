@@ -1,0 +1,148 @@
+// Package coordinator wires the coordinator's parts together: store, fleet, gateway and the
+// HTTP server that carries the buyer API, the agents' connections and health checks. It holds
+// no logic of its own.
+package coordinator
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/shareai/shareai/internal/fleet"
+	"github.com/shareai/shareai/internal/gateway"
+	"github.com/shareai/shareai/internal/store"
+)
+
+// Config configures a coordinator.
+type Config struct {
+	Store store.Store
+	Log   *slog.Logger
+	// DrainTimeout bounds how long a shutdown waits for streams in flight. Default 30s.
+	DrainTimeout      time.Duration
+	HeartbeatInterval time.Duration // default 5s
+	MaxBodyBytes      int64         // default 16 MiB
+	KeyCacheTTL       time.Duration // default 10s
+	TLS               *tls.Config   // nil: plain HTTP
+}
+
+// Coordinator is a running coordinator.
+type Coordinator struct {
+	cfg     Config
+	log     *slog.Logger
+	Fleet   *fleet.Fleet
+	Gateway *gateway.Gateway
+	handler http.Handler
+	closing atomic.Bool
+}
+
+// New wires a coordinator over an open store.
+func New(cfg Config) *Coordinator {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = 30 * time.Second
+	}
+	c := &Coordinator{cfg: cfg, log: cfg.Log}
+	c.Fleet = fleet.New(fleet.Config{
+		Store:             cfg.Store,
+		Authenticate:      c.authenticateProvider,
+		HeartbeatInterval: cfg.HeartbeatInterval,
+		Log:               cfg.Log,
+	})
+	c.Gateway = gateway.New(gateway.Config{
+		Store: cfg.Store, Fleet: c.Fleet, Log: cfg.Log,
+		MaxBodyBytes: cfg.MaxBodyBytes, KeyCacheTTL: cfg.KeyCacheTTL,
+	})
+	mux := http.NewServeMux()
+	c.Gateway.Register(mux)
+	mux.HandleFunc("GET /v1/agent/connect", c.Fleet.ServeAgent)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"status":"ok"}` + "\n"))
+	})
+	mux.HandleFunc("GET /readyz", c.readyz)
+	c.handler = gateway.WithRequestID(mux)
+	return c
+}
+
+func (c *Coordinator) authenticateProvider(ctx context.Context, token string) (string, error) {
+	k, err := c.cfg.Store.KeyByHash(ctx, store.HashSecret(token))
+	if err != nil {
+		return "", err
+	}
+	if k.Kind != store.KeyProvider || k.Revoked() {
+		return "", errors.New("not a valid provider token")
+	}
+	return k.AccountID, nil
+}
+
+// readyz answers 200 when the coordinator can take requests: its database answers and it is
+// not shutting down. It also says how many nodes are connected.
+func (c *Coordinator) readyz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	status, reason := http.StatusOK, ""
+	if c.closing.Load() {
+		status, reason = http.StatusServiceUnavailable, "shutting down"
+	} else if err := c.cfg.Store.Ping(r.Context()); err != nil {
+		status, reason = http.StatusServiceUnavailable, "database unavailable"
+	}
+	w.WriteHeader(status)
+	if reason != "" {
+		fmt.Fprintf(w, `{"status":"unavailable","reason":%q,"nodes":%d}`+"\n", reason, len(c.Fleet.Nodes()))
+		return
+	}
+	fmt.Fprintf(w, `{"status":"ready","nodes":%d}`+"\n", len(c.Fleet.Nodes()))
+}
+
+// Handler returns the coordinator's HTTP handler.
+func (c *Coordinator) Handler() http.Handler { return c.handler }
+
+// Serve serves on ln until ctx is done, then shuts down gracefully: it stops accepting
+// requests, lets streams in flight finish (up to DrainTimeout), disconnects the agents (they
+// reconnect on their own) and writes the last usage records. It does not close the store.
+func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           c.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		TLSConfig:         c.cfg.TLS,
+		ErrorLog:          slog.NewLogLogger(c.log.Handler(), slog.LevelDebug),
+	}
+	bg, stopBg := context.WithCancel(context.Background())
+	defer stopBg()
+	go c.Fleet.Run(bg)
+
+	errc := make(chan error, 1)
+	go func() {
+		if c.cfg.TLS != nil {
+			errc <- srv.ServeTLS(ln, "", "")
+		} else {
+			errc <- srv.Serve(ln)
+		}
+	}()
+	var err error
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+	}
+	c.closing.Store(true)
+	dctx, cancel := context.WithTimeout(context.Background(), c.cfg.DrainTimeout)
+	defer cancel()
+	if serr := srv.Shutdown(dctx); serr != nil {
+		c.log.Warn("streams still open after the drain timeout; closing them", "err", serr)
+		srv.Close()
+	}
+	c.Fleet.Close()
+	c.Gateway.Close()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}

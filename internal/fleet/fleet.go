@@ -1,0 +1,286 @@
+// Package fleet keeps the coordinator's live view of the nodes connected to it: their
+// WebSocket sessions, their offers and the jobs running on them. It accepts agents'
+// connections, registers nodes, dispatches jobs and carries their frames both ways.
+//
+// Lock order: Fleet.mu, then session.mu, then Job.mu or Offer.mu (leaves: nothing is locked
+// while they are held).
+//
+// It must not import the gateway, relay or ledger.
+package fleet
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/shareai/shareai/internal/protocol"
+	"github.com/shareai/shareai/internal/store"
+)
+
+// Log keys.
+const (
+	logNode = "node"
+	logJob  = "job"
+)
+
+// Config configures a Fleet.
+type Config struct {
+	Store store.Store
+	// Authenticate returns the account a provider token belongs to.
+	Authenticate func(ctx context.Context, token string) (accountID string, err error)
+	// HeartbeatInterval is how often agents send heartbeats; a node silent for three intervals
+	// is dropped. Default 5s.
+	HeartbeatInterval time.Duration
+	Log               *slog.Logger
+	Now               func() time.Time // default time.Now
+}
+
+// Fleet is the set of connected nodes.
+type Fleet struct {
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.RWMutex
+	nodes    map[string]*Node    // by node id
+	byModel  map[string][]*Offer // model → offers of connected nodes
+	closed   bool
+	sessions sync.WaitGroup
+	changed  chan struct{} // closed and replaced whenever the node set changes
+}
+
+// New returns an empty fleet.
+func New(cfg Config) *Fleet {
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = 5 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Fleet{
+		cfg:     cfg,
+		log:     cfg.Log,
+		nodes:   make(map[string]*Node),
+		byModel: make(map[string][]*Offer),
+		changed: make(chan struct{}),
+	}
+}
+
+// Offers returns the offers of connected nodes for a model, a snapshot the caller may keep.
+func (f *Fleet) Offers(model string) []*Offer {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return slices.Clone(f.byModel[model])
+}
+
+// Node returns a connected node by id, or nil.
+func (f *Fleet) Node(id string) *Node {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.nodes[id]
+}
+
+// Nodes returns the connected nodes, ordered by id.
+func (f *Fleet) Nodes() []*Node {
+	f.mu.RLock()
+	ns := make([]*Node, 0, len(f.nodes))
+	for _, n := range f.nodes {
+		ns = append(ns, n)
+	}
+	f.mu.RUnlock()
+	slices.SortFunc(ns, func(a, b *Node) int { return cmp.Compare(a.ID, b.ID) })
+	return ns
+}
+
+// Changed returns a channel that is closed the next time a node joins or leaves.
+func (f *Fleet) Changed() <-chan struct{} {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.changed
+}
+
+// ModelInfo summarises one model served on the network.
+type ModelInfo struct {
+	ID            string
+	Nodes         int
+	ContextLength int
+	Since         time.Time // when the longest-connected node serving it connected
+	Simulated     bool      // every node serving it is simulated
+}
+
+// Models lists the models served now, ordered by id.
+func (f *Fleet) Models() []ModelInfo {
+	f.mu.RLock()
+	ms := make([]ModelInfo, 0, len(f.byModel))
+	for id, offers := range f.byModel {
+		mi := ModelInfo{ID: id, Nodes: len(offers), Simulated: true}
+		for _, o := range offers {
+			mi.ContextLength = max(mi.ContextLength, o.ContextLength)
+			if mi.Since.IsZero() || o.Node.Connected.Before(mi.Since) {
+				mi.Since = o.Node.Connected
+			}
+			mi.Simulated = mi.Simulated && o.Node.Hardware.Simulated
+		}
+		ms = append(ms, mi)
+	}
+	f.mu.RUnlock()
+	slices.SortFunc(ms, func(a, b ModelInfo) int { return cmp.Compare(a.ID, b.ID) })
+	return ms
+}
+
+// Running returns how many jobs run on the fleet now.
+func (f *Fleet) Running() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	n := 0
+	for _, node := range f.nodes {
+		for _, o := range node.Offers {
+			n += o.Running()
+		}
+	}
+	return n
+}
+
+// add makes a registered node visible, replacing an older session of the same node.
+func (f *Fleet) add(n *Node) (replaced *Node, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil, false
+	}
+	replaced = f.nodes[n.ID]
+	if replaced != nil {
+		f.unindex(replaced)
+	}
+	f.nodes[n.ID] = n
+	for _, o := range n.Offers {
+		f.byModel[o.Model] = append(f.byModel[o.Model], o)
+	}
+	f.notify()
+	return replaced, true
+}
+
+// remove forgets a node if it is still the one registered under its id.
+func (f *Fleet) remove(n *Node) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.nodes[n.ID] != n {
+		return
+	}
+	delete(f.nodes, n.ID)
+	f.unindex(n)
+	f.notify()
+}
+
+func (f *Fleet) unindex(n *Node) {
+	for _, o := range n.Offers {
+		offers := slices.DeleteFunc(slices.Clone(f.byModel[o.Model]), func(x *Offer) bool { return x == o })
+		if len(offers) == 0 {
+			delete(f.byModel, o.Model)
+		} else {
+			f.byModel[o.Model] = offers
+		}
+	}
+}
+
+func (f *Fleet) notify() {
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// Close disconnects every node and waits for their sessions to end. Agents reconnect to
+// whichever coordinator answers next.
+func (f *Fleet) Close() {
+	f.mu.Lock()
+	f.closed = true
+	nodes := make([]*Node, 0, len(f.nodes))
+	for _, n := range f.nodes {
+		nodes = append(nodes, n)
+	}
+	f.mu.Unlock()
+	for _, n := range nodes {
+		n.sess.close(errCoordinatorClosing)
+	}
+	f.sessions.Wait()
+}
+
+// touchLoop records connected nodes as seen, every interval, until ctx is done.
+func (f *Fleet) touchLoop(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ns := f.Nodes()
+		ids := make([]string, len(ns))
+		for i, n := range ns {
+			ids[i] = n.ID
+		}
+		if len(ids) > 0 {
+			if err := f.cfg.Store.TouchNodes(ctx, ids, f.cfg.Now()); err != nil && ctx.Err() == nil {
+				f.log.Warn("record nodes as seen", "err", err)
+			}
+		}
+	}
+}
+
+// Run does the fleet's background work until ctx is done.
+func (f *Fleet) Run(ctx context.Context) {
+	f.touchLoop(ctx, time.Minute)
+}
+
+// Node is a connected node.
+type Node struct {
+	ID        string
+	AccountID string
+	Name      string
+	Region    string
+	Engine    string
+	Agent     string
+	Hardware  protocol.Hardware
+	Offers    []*Offer
+	Connected time.Time
+
+	sess *session
+}
+
+// Offer is one model a connected node serves, with its free slots.
+type Offer struct {
+	protocol.Offer
+	Node *Node
+
+	mu      sync.Mutex
+	running int
+}
+
+// Running returns how many jobs of this offer run now.
+func (o *Offer) Running() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.running
+}
+
+// Acquire takes a slot if one is free.
+func (o *Offer) Acquire() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.running >= o.MaxConcurrent {
+		return false
+	}
+	o.running++
+	return true
+}
+
+func (o *Offer) release() {
+	o.mu.Lock()
+	o.running--
+	o.mu.Unlock()
+}

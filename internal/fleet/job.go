@@ -1,0 +1,139 @@
+package fleet
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/shareai/shareai/internal/protocol"
+)
+
+// ErrOverflow ends a job whose node sent more deltas than its credit allowed.
+var ErrOverflow = errors.New("node exceeded its flow-control window")
+
+// Job is one request's work on one node, seen from the coordinator.
+type Job struct {
+	ID    string
+	Offer *Offer
+
+	sess   *session
+	events chan protocol.Frame // deltas then one end; never blocks the session's reader
+
+	mu       sync.Mutex
+	ended    bool
+	unacked  int // deltas taken by the reader but not yet acknowledged with credit
+}
+
+// Dispatch sends a request to the node of an offer whose slot the caller has acquired. The slot
+// is released when the job ends, on whatever path.
+func (f *Fleet) Dispatch(o *Offer, req *protocol.Request) (*Job, error) {
+	s := o.Node.sess
+	var b [12]byte
+	rand.Read(b[:])
+	j := &Job{
+		ID:     "job_" + nodeIDEncoding.EncodeToString(b[:]),
+		Offer:  o,
+		sess:   s,
+		events: make(chan protocol.Frame, protocol.Window+1),
+	}
+	s.mu.Lock()
+	if s.jobs == nil {
+		s.mu.Unlock()
+		o.release()
+		return nil, fmt.Errorf("node %s: %w", o.Node.ID, errNodeGone)
+	}
+	s.jobs[j.ID] = j
+	s.mu.Unlock()
+	if err := s.send(protocol.Frame{Type: protocol.TypeJob, Job: j.ID, Request: req}); err != nil {
+		// The session ended: close has finished (or will finish) the job.
+		return nil, fmt.Errorf("node %s: %w", o.Node.ID, err)
+	}
+	return j, nil
+}
+
+// deliver passes a delta to the job's reader without ever blocking the session.
+func (j *Job) deliver(fr protocol.Frame) error {
+	select {
+	case j.events <- fr:
+		return nil
+	default:
+		j.sess.mu.Lock()
+		delete(j.sess.jobs, j.ID)
+		j.sess.mu.Unlock()
+		j.Cancel()
+		j.finish(protocol.Frame{Type: protocol.TypeEnd, Job: j.ID, End: &protocol.End{
+			Error: &protocol.Error{Message: fmt.Sprintf("node %s: %v", j.Offer.Node.ID, ErrOverflow)},
+		}})
+		return nil
+	}
+}
+
+// finish delivers the job's end once and frees its slot.
+func (j *Job) finish(fr protocol.Frame) {
+	j.mu.Lock()
+	if j.ended {
+		j.mu.Unlock()
+		return
+	}
+	j.ended = true
+	j.mu.Unlock()
+	j.Offer.release()
+	select {
+	case j.events <- fr:
+	default:
+		// The buffer is full of deltas only after an overflow, which ends the job first.
+	}
+}
+
+// Next returns the job's next frame: a delta, or its end (always the last). It returns
+// ctx.Err() when ctx is done first.
+func (j *Job) Next(ctx context.Context) (protocol.Frame, error) {
+	select {
+	case fr := <-j.events:
+		j.took(fr)
+		return fr, nil
+	case <-ctx.Done():
+		return protocol.Frame{}, ctx.Err()
+	}
+}
+
+// TryNext returns the next frame if one is ready.
+func (j *Job) TryNext() (protocol.Frame, bool) {
+	select {
+	case fr := <-j.events:
+		j.took(fr)
+		return fr, true
+	default:
+		return protocol.Frame{}, false
+	}
+}
+
+// took grants the node more credit once half of its window has been consumed.
+func (j *Job) took(fr protocol.Frame) {
+	if fr.Type != protocol.TypeDelta {
+		return
+	}
+	j.mu.Lock()
+	j.unacked++
+	grant := 0
+	if j.unacked >= protocol.Window/2 && !j.ended {
+		grant, j.unacked = j.unacked, 0
+	}
+	j.mu.Unlock()
+	if grant > 0 {
+		j.sess.send(protocol.Frame{Type: protocol.TypeCredit, Job: j.ID, Credit: grant})
+	}
+}
+
+// Cancel asks the node to stop the job. The slot is freed when the node confirms with the
+// job's end frame (or disconnects).
+func (j *Job) Cancel() {
+	j.mu.Lock()
+	ended := j.ended
+	j.mu.Unlock()
+	if !ended {
+		j.sess.send(protocol.Frame{Type: protocol.TypeCancel, Job: j.ID})
+	}
+}

@@ -1,0 +1,393 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/shareai/shareai/internal/protocol"
+	"github.com/shareai/shareai/internal/store"
+)
+
+// maxFrameBytes bounds one WebSocket message from an agent.
+const maxFrameBytes = 8 << 20
+
+var (
+	errCoordinatorClosing = errors.New("coordinator shutting down")
+	errReplaced           = errors.New("node reconnected on another connection")
+	errNodeGone           = errors.New("node disconnected")
+)
+
+var nodeIDEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// NodeID derives a node's id from its public key, so a node keeps its id across reconnects.
+func NodeID(pub ed25519.PublicKey) string {
+	h := sha256.Sum256(pub)
+	return "node_" + nodeIDEncoding.EncodeToString(h[:10])
+}
+
+// ServeAgent is the HTTP handler agents connect to. It authenticates the provider token,
+// upgrades to WebSocket, registers the node and serves its session until it ends.
+func (f *Fleet) ServeAgent(w http.ResponseWriter, r *http.Request) {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || token == "" {
+		http.Error(w, "missing provider token: send Authorization: Bearer spt-…", http.StatusUnauthorized)
+		return
+	}
+	accountID, err := f.cfg.Authenticate(r.Context(), token)
+	if err != nil {
+		http.Error(w, "invalid provider token", http.StatusUnauthorized)
+		return
+	}
+	conn, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return // Accept has answered
+	}
+	conn.SetReadLimit(maxFrameBytes)
+	f.mu.RLock()
+	closed := f.closed
+	if !closed {
+		f.sessions.Add(1)
+	}
+	f.mu.RUnlock()
+	if closed {
+		conn.Close(websocket.StatusGoingAway, errCoordinatorClosing.Error())
+		return
+	}
+	defer f.sessions.Done()
+	s := &session{
+		fleet: f,
+		conn:  conn,
+		out:   make(chan protocol.Frame, 1024),
+		done:  make(chan struct{}),
+		jobs:  make(map[string]*Job),
+	}
+	// The session outlives the HTTP request's context, which ends when the handler returns.
+	ctx := context.WithoutCancel(r.Context())
+	err = s.run(ctx, accountID)
+	if s.node != nil {
+		f.log.Info("node disconnected", logNode, s.node.ID, "err", err)
+	}
+}
+
+// session is one agent connection.
+type session struct {
+	fleet *Fleet
+	conn  *websocket.Conn
+	node  *Node
+	out   chan protocol.Frame
+
+	closeOnce sync.Once
+	done      chan struct{}
+	err       error // why the session ended; set before done is closed
+
+	mu       sync.Mutex
+	jobs     map[string]*Job
+	lastSeen time.Time
+}
+
+func (s *session) run(ctx context.Context, accountID string) error {
+	node, err := s.handshake(ctx, accountID)
+	if err != nil {
+		s.close(err)
+		return err
+	}
+	s.node = node
+	replaced, ok := s.fleet.add(node)
+	if !ok {
+		s.close(errCoordinatorClosing)
+		return errCoordinatorClosing
+	}
+	if replaced != nil {
+		replaced.sess.close(errReplaced)
+	}
+	s.fleet.log.Info("node registered", logNode, node.ID, "name", node.Name, "region", node.Region,
+		"engine", node.Engine, "offers", len(node.Offers))
+	defer s.fleet.remove(node)
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return s.readLoop(gctx) })
+	g.Go(func() error { return s.writeLoop(gctx) })
+	g.Go(func() error { return s.watchdog(gctx) })
+	g.Go(func() error {
+		select {
+		case <-s.done:
+			return s.err
+		case <-gctx.Done():
+			return nil
+		}
+	})
+	err = g.Wait()
+	s.close(err)
+	return s.err
+}
+
+func (s *session) handshake(ctx context.Context, accountID string) (*Node, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	nonce := make([]byte, 32)
+	rand.Read(nonce)
+	if err := s.writeFrames(ctx, []protocol.Frame{{Type: protocol.TypeChallenge, Challenge: &protocol.Challenge{Nonce: nonce}}}); err != nil {
+		return nil, fmt.Errorf("send challenge: %w", err)
+	}
+	_, msg, err := s.conn.Read(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read register: %w", err)
+	}
+	var fr protocol.Frame
+	if err := json.Unmarshal(msg, &fr); err != nil || fr.Type != protocol.TypeRegister || fr.Register == nil {
+		return nil, errors.New("first frame is not a register frame")
+	}
+	reg := fr.Register
+	if reg.Version != protocol.Version {
+		return nil, fmt.Errorf("agent speaks protocol version %d, coordinator speaks %d: upgrade the agent", reg.Version, protocol.Version)
+	}
+	if len(reg.NodeKey) != ed25519.PublicKeySize || !ed25519.Verify(reg.NodeKey, nonce, reg.Signature) {
+		return nil, errors.New("node key signature does not verify")
+	}
+	if err := validateOffers(reg.Offers); err != nil {
+		return nil, err
+	}
+	now := s.fleet.cfg.Now()
+	node := &Node{
+		ID:        NodeID(reg.NodeKey),
+		AccountID: accountID,
+		Name:      reg.Name,
+		Region:    reg.Region,
+		Engine:    reg.Engine,
+		Agent:     reg.Agent,
+		Hardware:  reg.Hardware,
+		Connected: now,
+		sess:      s,
+	}
+	for _, o := range reg.Offers {
+		node.Offers = append(node.Offers, &Offer{Offer: o, Node: node})
+	}
+	if err := s.record(ctx, node, reg, now); err != nil {
+		return nil, err
+	}
+	s.lastSeen = now
+	err = s.writeFrames(ctx, []protocol.Frame{{Type: protocol.TypeRegistered, Registered: &protocol.Registered{
+		NodeID: node.ID, HeartbeatInterval: s.fleet.cfg.HeartbeatInterval.Milliseconds(),
+	}}})
+	if err != nil {
+		return nil, fmt.Errorf("send registered: %w", err)
+	}
+	return node, nil
+}
+
+func validateOffers(offers []protocol.Offer) error {
+	if len(offers) == 0 {
+		return errors.New("register: the node offers no model")
+	}
+	seen := make(map[string]bool, len(offers))
+	for _, o := range offers {
+		switch {
+		case o.Model == "":
+			return errors.New("register: an offer has no model")
+		case seen[o.Model]:
+			return fmt.Errorf("register: model %q offered twice", o.Model)
+		case o.MaxConcurrent < 1:
+			return fmt.Errorf("register: offer %q: max_concurrent must be at least 1", o.Model)
+		}
+		seen[o.Model] = true
+	}
+	return nil
+}
+
+// record stores the node's registration. A node key belongs to the provider account that
+// first registered it.
+func (s *session) record(ctx context.Context, n *Node, reg *protocol.Register, now time.Time) error {
+	st := s.fleet.cfg.Store
+	prev, err := st.Node(ctx, n.ID)
+	switch {
+	case err == nil && prev.AccountID != n.AccountID:
+		return fmt.Errorf("node %s belongs to another provider account", n.ID)
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("look up node %s: %w", n.ID, err)
+	}
+	hw, _ := json.Marshal(reg.Hardware)
+	offers, _ := json.Marshal(reg.Offers)
+	if err := st.MarkProvider(ctx, n.AccountID); err != nil {
+		return fmt.Errorf("mark provider: %w", err)
+	}
+	err = st.UpsertNode(ctx, &store.Node{
+		ID: n.ID, AccountID: n.AccountID, PublicKey: reg.NodeKey, Name: n.Name, Region: n.Region,
+		Engine: n.Engine, Agent: n.Agent, Hardware: hw, Offers: offers, FirstSeen: now, LastSeen: now,
+	})
+	if err != nil {
+		return fmt.Errorf("record node %s: %w", n.ID, err)
+	}
+	return nil
+}
+
+// close ends the session: every job still running fails, and the connection closes.
+func (s *session) close(err error) {
+	s.closeOnce.Do(func() {
+		if err == nil {
+			err = errNodeGone
+		}
+		s.err = err
+		close(s.done)
+		s.mu.Lock()
+		jobs := s.jobs
+		s.jobs = nil
+		s.mu.Unlock()
+		for _, j := range jobs {
+			j.finish(protocol.Frame{Type: protocol.TypeEnd, Job: j.ID, End: &protocol.End{
+				Error: &protocol.Error{Message: fmt.Sprintf("node %s: %v", j.Offer.Node.ID, errNodeGone)},
+			}})
+		}
+		status := websocket.StatusInternalError
+		if errors.Is(err, errCoordinatorClosing) || errors.Is(err, errReplaced) {
+			status = websocket.StatusGoingAway
+		}
+		s.conn.Close(status, truncate(err.Error(), 120))
+	})
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// send queues a frame for the writer. It fails once the session has ended.
+func (s *session) send(fr protocol.Frame) error {
+	select {
+	case s.out <- fr:
+		return nil
+	case <-s.done:
+		return s.err
+	}
+}
+
+func (s *session) writeLoop(ctx context.Context) error {
+	batch := make([]protocol.Frame, 0, 64)
+	for {
+		select {
+		case fr := <-s.out:
+			batch = append(batch[:0], fr)
+		case <-ctx.Done():
+			return nil
+		case <-s.done:
+			return nil
+		}
+	drain:
+		for len(batch) < cap(batch) {
+			select {
+			case fr := <-s.out:
+				batch = append(batch, fr)
+			default:
+				break drain
+			}
+		}
+		if err := s.writeFrames(ctx, batch); err != nil {
+			return fmt.Errorf("write to node: %w", err)
+		}
+	}
+}
+
+// writeFrames writes frames as one WebSocket message.
+func (s *session) writeFrames(ctx context.Context, frames []protocol.Frame) error {
+	w, err := s.conn.Writer(ctx, websocket.MessageText)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(w)
+	for i := range frames {
+		if err := enc.Encode(&frames[i]); err != nil {
+			w.Close()
+			return err
+		}
+	}
+	return w.Close()
+}
+
+func (s *session) readLoop(ctx context.Context) error {
+	for {
+		_, msg, err := s.conn.Read(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("read from node: %w", err)
+		}
+		s.mu.Lock()
+		s.lastSeen = s.fleet.cfg.Now()
+		s.mu.Unlock()
+		dec := json.NewDecoder(bytes.NewReader(msg))
+		for dec.More() {
+			var fr protocol.Frame
+			if err := dec.Decode(&fr); err != nil {
+				return fmt.Errorf("bad frame from node: %w", err)
+			}
+			if err := s.handle(fr); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (s *session) handle(fr protocol.Frame) error {
+	switch fr.Type {
+	case protocol.TypeHeartbeat:
+		return nil
+	case protocol.TypeDelta, protocol.TypeEnd:
+		if (fr.Type == protocol.TypeDelta) != (fr.Delta != nil) || (fr.Type == protocol.TypeEnd) != (fr.End != nil) {
+			return fmt.Errorf("protocol violation: %s frame without its body", fr.Type)
+		}
+		s.mu.Lock()
+		j := s.jobs[fr.Job]
+		if j != nil && fr.Type == protocol.TypeEnd {
+			delete(s.jobs, fr.Job)
+		}
+		s.mu.Unlock()
+		if j == nil {
+			return nil // a job that already ended on this side
+		}
+		if fr.Type == protocol.TypeEnd {
+			j.finish(fr)
+			return nil
+		}
+		return j.deliver(fr)
+	default:
+		return fmt.Errorf("protocol violation: unexpected %q frame from node", fr.Type)
+	}
+}
+
+// watchdog ends the session when the node has been silent for three heartbeat intervals.
+func (s *session) watchdog(ctx context.Context) error {
+	every := s.fleet.cfg.HeartbeatInterval
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.done:
+			return nil
+		case <-t.C:
+		}
+		s.mu.Lock()
+		silent := s.fleet.cfg.Now().Sub(s.lastSeen)
+		s.mu.Unlock()
+		if silent > 3*every {
+			return fmt.Errorf("node silent for %s", silent.Round(time.Millisecond))
+		}
+	}
+}

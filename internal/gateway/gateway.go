@@ -1,0 +1,204 @@
+// Package gateway serves the buyers' OpenAI-compatible API (/v1/...): it authenticates API
+// keys, validates requests, asks the matcher for a node, hands the job to the relay and records
+// each request's usage.
+//
+// It must not be imported by the agent.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shareai/shareai/internal/api"
+	"github.com/shareai/shareai/internal/fleet"
+	"github.com/shareai/shareai/internal/store"
+)
+
+// Log keys.
+const (
+	logRequestID = "request_id"
+	logAccount   = "account"
+	logKey       = "key"
+	logNode      = "node"
+)
+
+// Headers on every response.
+const (
+	HeaderRequestID = "X-Request-Id"
+	HeaderNode      = "X-Shareai-Node"
+)
+
+// Config configures a Gateway.
+type Config struct {
+	Store        store.Store
+	Fleet        *fleet.Fleet
+	Log          *slog.Logger
+	MaxBodyBytes int64         // default 16 MiB
+	KeyCacheTTL  time.Duration // how long a valid key is trusted without asking the store; default 10s
+	Now          func() time.Time
+}
+
+// Gateway is the buyer API.
+type Gateway struct {
+	cfg   Config
+	log   *slog.Logger
+	keys  keyCache
+	usage *usageWriter
+}
+
+// New returns a gateway. Call Close to flush usage records.
+func New(cfg Config) *Gateway {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 16 << 20
+	}
+	if cfg.KeyCacheTTL <= 0 {
+		cfg.KeyCacheTTL = 10 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	g := &Gateway{cfg: cfg, log: cfg.Log}
+	g.keys = keyCache{ttl: cfg.KeyCacheTTL, now: cfg.Now, m: make(map[[32]byte]cachedKey)}
+	g.usage = newUsageWriter(cfg.Store, cfg.Log)
+	return g
+}
+
+// Close flushes the usage records not yet written.
+func (g *Gateway) Close() { g.usage.close() }
+
+// Register adds the gateway's routes to mux.
+func (g *Gateway) Register(mux *http.ServeMux) {
+	mux.Handle("POST /v1/chat/completions", g.handle(g.chatCompletions))
+	mux.Handle("POST /v1/completions", g.handle(g.completions))
+	mux.Handle("GET /v1/models", g.handle(g.listModels))
+	mux.Handle("GET /v1/models/{id...}", g.handle(g.getModel))
+	mux.Handle("/v1/", g.handle(func(w http.ResponseWriter, r *http.Request, c *call) error {
+		return &api.Error{Status: http.StatusNotFound, Type: api.TypeInvalidRequest, Code: "unknown_url",
+			Message: fmt.Sprintf("Unknown request URL: %s %s.", r.Method, r.URL.Path)}
+	}))
+}
+
+// call is what a handler knows about the request it serves.
+type call struct {
+	id    string
+	key   *store.Key
+	start time.Time
+}
+
+type handlerFunc func(w http.ResponseWriter, r *http.Request, c *call) error
+
+// handle authenticates the buyer and writes a handler's error in OpenAI's shape.
+func (g *Gateway) handle(fn handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := &call{id: RequestID(r.Context()), start: g.cfg.Now()}
+		err := g.authenticate(r, c)
+		if err == nil {
+			r.Body = http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes)
+			err = fn(w, r, c)
+		}
+		if err == nil {
+			return
+		}
+		var ae *api.Error
+		if !errors.As(err, &ae) {
+			g.log.Error("request failed", logRequestID, c.id, "err", err)
+			ae = &api.Error{Status: http.StatusInternalServerError, Type: api.TypeServer,
+				Message: "The server had an error while processing your request. Request id: " + c.id + "."}
+		}
+		if ae.Status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "1")
+		}
+		ae.Write(w)
+	})
+}
+
+func (g *Gateway) authenticate(r *http.Request, c *call) error {
+	h := r.Header.Get("Authorization")
+	secret, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok {
+		secret, ok = strings.CutPrefix(h, "bearer ")
+	}
+	secret = strings.TrimSpace(secret)
+	if !ok || secret == "" {
+		return &api.Error{Status: http.StatusUnauthorized, Type: api.TypeInvalidRequest, Code: api.CodeMissingAPIKey,
+			Message: "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."}
+	}
+	k, err := g.keys.lookup(r.Context(), g.cfg.Store, secret)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("look up api key: %w", err)
+	}
+	if k == nil || k.Revoked() || k.Kind != store.KeyBuyer {
+		msg := "Incorrect API key provided: " + redact(secret) + "."
+		if k != nil && k.Kind == store.KeyProvider {
+			msg = "A provider token cannot call the buyer API; use an API key (sk-…)."
+		} else if k != nil && k.Revoked() {
+			msg = "The API key " + k.Prefix + "… has been revoked."
+		}
+		return &api.Error{Status: http.StatusUnauthorized, Type: api.TypeInvalidRequest, Code: api.CodeInvalidAPIKey, Message: msg}
+	}
+	c.key = k
+	return nil
+}
+
+// redact shows a secret the way OpenAI does: its first and last few characters.
+func redact(secret string) string {
+	if len(secret) <= 10 {
+		return "****"
+	}
+	return secret[:6] + "****" + secret[len(secret)-4:]
+}
+
+// keyCache keeps valid keys for a short while so that most requests need no database read.
+// A key revoked through another process stops working within the TTL.
+type keyCache struct {
+	ttl time.Duration
+	now func() time.Time
+	mu  sync.Mutex
+	m   map[[32]byte]cachedKey
+}
+
+type cachedKey struct {
+	key     *store.Key
+	expires time.Time
+}
+
+func (kc *keyCache) lookup(ctx context.Context, st store.Store, secret string) (*store.Key, error) {
+	var h [32]byte
+	copy(h[:], store.HashSecret(secret))
+	now := kc.now()
+	kc.mu.Lock()
+	ck, ok := kc.m[h]
+	kc.mu.Unlock()
+	if ok && now.Before(ck.expires) {
+		return ck.key, nil
+	}
+	k, err := st.KeyByHash(ctx, h[:])
+	if err != nil {
+		return nil, err
+	}
+	kc.mu.Lock()
+	if len(kc.m) > 100_000 {
+		clear(kc.m)
+	}
+	kc.m[h] = cachedKey{key: k, expires: now.Add(kc.ttl)}
+	kc.mu.Unlock()
+	return k, nil
+}
+
+// Forget drops a key from the cache, so a revocation made in this process applies at once.
+func (g *Gateway) Forget(keyHash []byte) {
+	var h [32]byte
+	copy(h[:], keyHash)
+	g.keys.mu.Lock()
+	delete(g.keys.m, h)
+	g.keys.mu.Unlock()
+}

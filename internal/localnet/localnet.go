@@ -1,0 +1,270 @@
+// Package localnet runs a whole ShareAI network in one process: a coordinator on SQLite and N
+// provider agents, connected over real loopback sockets exactly as they would be across
+// machines. `shareai up` and the test environment (testenv) are built on it.
+package localnet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/shareai/shareai/internal/agent"
+	"github.com/shareai/shareai/internal/coordinator"
+	"github.com/shareai/shareai/internal/engine"
+	"github.com/shareai/shareai/internal/engine/sim"
+	"github.com/shareai/shareai/internal/protocol"
+	"github.com/shareai/shareai/internal/store"
+	"github.com/shareai/shareai/internal/store/sqlstore"
+)
+
+// Config configures a local network.
+type Config struct {
+	DataDir   string // database, keys and node keys live here
+	Addr      string // coordinator listen address; "127.0.0.1:0" picks a free port
+	Providers int    // number of agents
+	// NewEngine makes agent i's engine (0-based). Default: a simulated GPU.
+	NewEngine         func(i int) (engine.Engine, error)
+	MaxConcurrent     int           // slots per offer; default 4
+	HeartbeatInterval time.Duration // default 5s
+	DrainTimeout      time.Duration // default 30s
+	KeyCacheTTL       time.Duration // default 10s
+	Region            string        // the agents' region
+	Version           string
+	Log               *slog.Logger
+}
+
+// Net is a running local network.
+type Net struct {
+	cfg Config
+	// URL is the coordinator's base URL, such as http://127.0.0.1:8080.
+	URL string
+	// APIKey is a buyer key; ProviderToken registers the agents.
+	APIKey        string
+	ProviderToken string
+	Store         store.Store
+	Agents        []*agent.Agent
+
+	mu       sync.Mutex
+	coord    *coordinator.Coordinator
+	addr     string
+	stopC    context.CancelFunc
+	coordErr chan error
+
+	stopAgents context.CancelFunc
+	agentsDone sync.WaitGroup
+}
+
+// credentials are kept in the data dir so a second start reuses the same key.
+type credentials struct {
+	APIKey        string `json:"api_key"`
+	ProviderToken string `json:"provider_token"`
+}
+
+const credentialsFile = "local-credentials.json"
+
+// Start starts the coordinator and the agents and returns once every agent has registered.
+func Start(ctx context.Context, cfg Config) (*Net, error) {
+	if cfg.Providers < 0 {
+		return nil, errors.New("localnet: negative number of providers")
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.NewEngine == nil {
+		cfg.NewEngine = func(int) (engine.Engine, error) { return sim.New(sim.Config{}), nil }
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	st, err := sqlstore.Open(ctx, filepath.Join(cfg.DataDir, "coordinator.db"))
+	if err != nil {
+		return nil, err
+	}
+	n := &Net{cfg: cfg, Store: st, addr: cfg.Addr}
+	if err := n.credentials(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	if err := n.StartCoordinator(); err != nil {
+		st.Close()
+		return nil, err
+	}
+	if err := n.startAgents(ctx); err != nil {
+		n.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+// credentials loads the network's buyer key and provider token, making them on first start (or
+// again if they were revoked).
+func (n *Net) credentials(ctx context.Context) error {
+	path := filepath.Join(n.cfg.DataDir, credentialsFile)
+	var c credentials
+	if b, err := os.ReadFile(path); err == nil {
+		json.Unmarshal(b, &c)
+	}
+	var err error
+	if c.APIKey, err = n.ensureKey(ctx, c.APIKey, "local-buyer", store.KeyBuyer); err != nil {
+		return err
+	}
+	if c.ProviderToken, err = n.ensureKey(ctx, c.ProviderToken, "local-provider", store.KeyProvider); err != nil {
+		return err
+	}
+	b, _ := json.MarshalIndent(c, "", "  ")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return fmt.Errorf("save credentials: %w", err)
+	}
+	n.APIKey, n.ProviderToken = c.APIKey, c.ProviderToken
+	return nil
+}
+
+func (n *Net) ensureKey(ctx context.Context, secret, account, kind string) (string, error) {
+	if secret != "" {
+		k, err := n.Store.KeyByHash(ctx, store.HashSecret(secret))
+		if err == nil && !k.Revoked() && k.Kind == kind {
+			return secret, nil
+		}
+	}
+	acct, err := EnsureAccount(ctx, n.Store, account)
+	if err != nil {
+		return "", err
+	}
+	if kind == store.KeyProvider {
+		if err := n.Store.MarkProvider(ctx, acct.ID); err != nil {
+			return "", err
+		}
+	}
+	secret, k := store.NewKey(acct.ID, kind, "local network", time.Now())
+	if err := n.Store.CreateKey(ctx, k); err != nil {
+		return "", fmt.Errorf("create %s key: %w", kind, err)
+	}
+	return secret, nil
+}
+
+// EnsureAccount returns the account with this name, creating it if needed.
+func EnsureAccount(ctx context.Context, st store.Store, name string) (*store.Account, error) {
+	a, err := st.Account(ctx, name)
+	if err == nil {
+		return a, nil
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	a = &store.Account{ID: store.NewID("acct"), Name: name, CreatedAt: time.Now()}
+	if err := st.CreateAccount(ctx, a); err != nil {
+		return nil, fmt.Errorf("create account %s: %w", name, err)
+	}
+	return a, nil
+}
+
+// Coordinator returns the running coordinator, or nil while it is stopped.
+func (n *Net) Coordinator() *coordinator.Coordinator {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.coord
+}
+
+// StartCoordinator starts the coordinator on the network's address (the same port after a
+// restart).
+func (n *Net) StartCoordinator() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.coord != nil {
+		return errors.New("localnet: coordinator already running")
+	}
+	ln, err := net.Listen("tcp", n.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", n.addr, err)
+	}
+	n.addr = ln.Addr().String()
+	n.URL = "http://" + n.addr
+	c := coordinator.New(coordinator.Config{
+		Store: n.Store, Log: n.cfg.Log, HeartbeatInterval: n.cfg.HeartbeatInterval,
+		DrainTimeout: n.cfg.DrainTimeout, KeyCacheTTL: n.cfg.KeyCacheTTL,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	n.coord, n.stopC, n.coordErr = c, cancel, make(chan error, 1)
+	go func(errc chan error) { errc <- c.Serve(ctx, ln) }(n.coordErr)
+	return nil
+}
+
+// StopCoordinator shuts the coordinator down gracefully, as a restart would; the agents keep
+// trying to reconnect.
+func (n *Net) StopCoordinator() error {
+	n.mu.Lock()
+	stop, errc := n.stopC, n.coordErr
+	n.coord, n.stopC = nil, nil
+	n.mu.Unlock()
+	if stop == nil {
+		return nil
+	}
+	stop()
+	return <-errc
+}
+
+func (n *Net) startAgents(ctx context.Context) error {
+	actx, cancel := context.WithCancel(context.Background())
+	n.stopAgents = cancel
+	for i := range n.cfg.Providers {
+		eng, err := n.cfg.NewEngine(i)
+		if err != nil {
+			return fmt.Errorf("engine of provider %d: %w", i+1, err)
+		}
+		hw := protocol.Hardware{}
+		if eng.Name() == "sim" {
+			hw.Simulated = true
+			hw.GPUs = []protocol.GPU{{Name: "Simulated GPU", VRAMMiB: 24576}}
+		}
+		a, err := agent.New(agent.Config{
+			Coordinator:   n.URL,
+			Token:         n.ProviderToken,
+			DataDir:       filepath.Join(n.cfg.DataDir, "nodes", fmt.Sprintf("node-%d", i+1)),
+			Name:          fmt.Sprintf("local-%d", i+1),
+			Region:        n.cfg.Region,
+			Engine:        eng,
+			MaxConcurrent: n.cfg.MaxConcurrent,
+			Hardware:      hw,
+			Version:       n.cfg.Version,
+			Log:           n.cfg.Log.With("agent", i+1),
+		})
+		if err != nil {
+			return err
+		}
+		n.Agents = append(n.Agents, a)
+		n.agentsDone.Go(func() {
+			if err := a.Run(actx); err != nil {
+				n.cfg.Log.Error("agent stopped", "agent", i+1, "err", err)
+			}
+		})
+	}
+	for _, a := range n.Agents {
+		select {
+		case <-a.Ready():
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Close stops the coordinator (letting streams in flight finish), then the agents, and closes
+// the database.
+func (n *Net) Close() error {
+	err := n.StopCoordinator()
+	if n.stopAgents != nil {
+		n.stopAgents()
+		n.agentsDone.Wait()
+	}
+	if cerr := n.Store.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,110 @@
+package relay
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/shareai/shareai/internal/api"
+	"github.com/shareai/shareai/internal/protocol"
+)
+
+// Collect gathers a whole answer and writes it as one JSON object: a chat.completion or a
+// text_completion.
+type Collect struct {
+	w         http.ResponseWriter
+	a         Answer
+	chat      bool
+	text      strings.Builder
+	reasoning strings.Builder
+	calls     []api.ToolCall
+}
+
+// NewChatCollect returns a sink for a non-streamed chat answer.
+func NewChatCollect(w http.ResponseWriter, a Answer) *Collect { return &Collect{w: w, a: a, chat: true} }
+
+// NewCompletionCollect returns a sink for a non-streamed legacy completion.
+func NewCompletionCollect(w http.ResponseWriter, a Answer) *Collect { return &Collect{w: w, a: a} }
+
+// toolCallDelta is one element of a streamed tool_calls array.
+type toolCallDelta struct {
+	Index    int    `json:"index"`
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// Delta adds a piece of the answer.
+func (c *Collect) Delta(d *protocol.Delta) error {
+	c.text.WriteString(d.Text)
+	c.reasoning.WriteString(d.Reasoning)
+	if len(d.ToolCalls) == 0 {
+		return nil
+	}
+	var tcs []toolCallDelta
+	if err := json.Unmarshal(d.ToolCalls, &tcs); err != nil {
+		return fmt.Errorf("node sent malformed tool calls: %w", err)
+	}
+	for _, tc := range tcs {
+		if tc.Index < 0 || tc.Index > 128 {
+			return fmt.Errorf("node sent tool call index %d", tc.Index)
+		}
+		for len(c.calls) <= tc.Index {
+			c.calls = append(c.calls, api.ToolCall{Type: "function"})
+		}
+		call := &c.calls[tc.Index]
+		if tc.ID != "" {
+			call.ID = tc.ID
+		}
+		if tc.Type != "" {
+			call.Type = tc.Type
+		}
+		call.Function.Name += tc.Function.Name
+		call.Function.Arguments += tc.Function.Arguments
+	}
+	return nil
+}
+
+// Flush does nothing: the answer is written whole at the end.
+func (c *Collect) Flush() error { return nil }
+
+// End writes the answer.
+func (c *Collect) End(finishReason string, u protocol.Usage) error {
+	usage := api.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens}
+	var v any
+	if c.chat {
+		msg := api.Message{Role: "assistant", ReasoningContent: c.reasoning.String(), ToolCalls: c.calls}
+		if text := c.text.String(); text != "" || len(c.calls) == 0 {
+			msg.Content = &text
+		}
+		v = &api.ChatCompletion{
+			ID: c.a.ID, Object: api.ObjectChatCompletion, Created: c.a.Created, Model: c.a.Model,
+			Choices: []api.ChatChoice{{Message: msg, Logprobs: api.Null(), FinishReason: finishReason}},
+			Usage:   usage,
+		}
+	} else {
+		v = &api.TextCompletion{
+			ID: c.a.ID, Object: api.ObjectTextCompletion, Created: c.a.Created, Model: c.a.Model,
+			Choices: []api.TextChoice{{Text: c.text.String(), Logprobs: api.Null(), FinishReason: &finishReason}},
+			Usage:   &usage,
+		}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	c.w.Header().Set("Content-Type", "application/json")
+	_, err = c.w.Write(b)
+	return err
+}
+
+// Fail answers with an error: nothing has been written yet.
+func (c *Collect) Fail(cause error) error {
+	(&api.Error{Status: http.StatusBadGateway, Type: api.TypeServer, Code: api.CodeProviderError,
+		Message: "The node failed while answering: " + cause.Error()}).Write(c.w)
+	return nil
+}

@@ -1,0 +1,117 @@
+// Package relay carries one buyer request's answer from the node to the buyer: it reads the
+// job's frames, writes them in the buyer's format (a stream of SSE chunks or one JSON answer),
+// and cancels the job when the buyer goes away.
+//
+// It must not import the store, ledger or gateway.
+package relay
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/shareai/shareai/internal/fleet"
+	"github.com/shareai/shareai/internal/protocol"
+)
+
+// Sink writes an answer in one of the buyer's formats.
+type Sink interface {
+	// Delta writes a piece of the answer. The first call starts the response.
+	Delta(d *protocol.Delta) error
+	// Flush sends what has been written so far.
+	Flush() error
+	// End finishes a successful answer.
+	End(finishReason string, u protocol.Usage) error
+	// Fail ends an answer that has started but cannot be finished.
+	Fail(err error) error
+}
+
+// Outcome of a relayed request.
+type Outcome int
+
+const (
+	OK        Outcome = iota // the answer was delivered whole
+	Cancelled                // the buyer went away; the job was cancelled
+	Failed                   // the node failed after the answer started; the buyer was told
+	Refused                  // the job ended with an error before anything was written
+)
+
+// Result is what happened.
+type Result struct {
+	Outcome      Outcome
+	FinishReason string
+	Usage        protocol.Usage
+	TTFT         time.Duration // from start to the first delta; 0 when none came
+	// Err is why the request did not end OK. When Outcome is Refused nothing has been written,
+	// and Err is a *protocol.Error the caller turns into an HTTP error.
+	Err error
+}
+
+// Run relays job to sink until the job ends or ctx (the buyer's request) is done.
+func Run(ctx context.Context, job *fleet.Job, sink Sink, start time.Time) Result {
+	var (
+		res     Result
+		started bool
+	)
+	for {
+		fr, err := job.Next(ctx)
+		if err != nil {
+			job.Cancel()
+			res.Outcome, res.Err = Cancelled, err
+			return res
+		}
+		for {
+			if fr.Type == protocol.TypeEnd {
+				return end(job, sink, fr.End, res, started)
+			}
+			if !started {
+				started = true
+				res.TTFT = time.Since(start)
+			}
+			if err := sink.Delta(fr.Delta); err != nil {
+				job.Cancel()
+				res.Outcome, res.Err = Cancelled, err
+				return res
+			}
+			var ok bool
+			if fr, ok = job.TryNext(); !ok {
+				break
+			}
+		}
+		if err := sink.Flush(); err != nil {
+			job.Cancel()
+			res.Outcome, res.Err = Cancelled, err
+			return res
+		}
+	}
+}
+
+func end(job *fleet.Job, sink Sink, e *protocol.End, res Result, started bool) Result {
+	res.Usage = e.Usage
+	switch {
+	case e.Error != nil && !started:
+		res.Outcome, res.Err = Refused, e.Error
+		return res
+	case e.Error != nil:
+		res.Outcome, res.Err = Failed, e.Error
+		if err := sink.Fail(e.Error); err == nil {
+			sink.Flush()
+		}
+		return res
+	case e.FinishReason == protocol.FinishCancelled:
+		// Only the coordinator cancels jobs, and it stops reading when it does.
+		res.Outcome, res.Err = Failed, errors.New("node cancelled the job")
+		return res
+	}
+	res.FinishReason = e.FinishReason
+	if err := sink.End(e.FinishReason, e.Usage); err != nil {
+		res.Outcome, res.Err = Cancelled, err
+		return res
+	}
+	if err := sink.Flush(); err != nil {
+		res.Outcome, res.Err = Cancelled, err
+		return res
+	}
+	res.Outcome = OK
+	return res
+}
