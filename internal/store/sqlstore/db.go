@@ -1,0 +1,178 @@
+// Package sqlstore implements [store.Store] on SQLite, through the pure-Go driver
+// modernc.org/sqlite (no cgo). The schema lives in numbered .sql migrations embedded from
+// migrations/<dialect>/ and applied on [Open].
+//
+// It must not import coordinator packages other than store: the ledger, gateway and the rest
+// depend on the store interface, never the other way round.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/shareai/shareai/internal/store"
+)
+
+//go:embed migrations
+var migrations embed.FS
+
+// The directory of SQLite's migrations in migrations.
+const sqliteMigrations = "migrations/sqlite"
+
+// DB is the coordinator's store on one SQLite file. It writes through one connection, so
+// writers queue in the process instead of fighting over the file's lock, and reads through a
+// pool of read-only connections that WAL lets run beside the writer.
+type DB struct {
+	w   *sql.DB // one connection; transactions are BEGIN IMMEDIATE
+	r   *sql.DB // read-only pool
+	now func() time.Time
+}
+
+var _ store.Store = (*DB)(nil)
+
+// Open opens the database file at path, creating it if needed, and applies the migrations it
+// lacks.
+func Open(ctx context.Context, path string) (*DB, error) {
+	w, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	db := &DB{w: w, now: time.Now}
+	if err := w.PingContext(ctx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if _, err := migrate(ctx, w, migrations, sqliteMigrations, db.now); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	r, err := sql.Open("sqlite", dsn(path, true))
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	n := max(4, runtime.NumCPU())
+	r.SetMaxOpenConns(n)
+	r.SetMaxIdleConns(n)
+	db.r = r
+	if err := r.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// dsn is the driver's name for the file at path with our pragmas.
+func dsn(path string, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(5000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	if readOnly {
+		q.Set("_query_only", "1") // the driver applies it after the pragmas above
+	} else {
+		q.Set("_txlock", "immediate")
+	}
+	// A URI, so that a path holding '?' or '#' still names the file.
+	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+	return "file:" + esc.Replace(filepath.ToSlash(filepath.Clean(path))) + "?" + q.Encode()
+}
+
+// Ping checks that both the writer and the readers answer.
+func (db *DB) Ping(ctx context.Context) error {
+	if err := db.w.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping writer: %w", err)
+	}
+	if err := db.r.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping readers: %w", err)
+	}
+	return nil
+}
+
+// Close closes the database.
+func (db *DB) Close() error {
+	var errs []error
+	if db.r != nil {
+		errs = append(errs, db.r.Close())
+	}
+	errs = append(errs, db.w.Close())
+	return errors.Join(errs...)
+}
+
+// write runs fn in a write transaction and commits it if fn returns nil.
+func (db *DB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := db.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// dbError gives err the store's meaning: a UNIQUE or PRIMARY KEY violation is
+// [store.ErrConflict], a FOREIGN KEY violation is [store.ErrNotFound] (of what the row refers
+// to), anything else is itself. The result keeps err in its chain.
+func dbError(err error) error {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	switch se.Code() {
+	case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+		return fmt.Errorf("%w: %w", store.ErrConflict, err)
+	case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
+		return fmt.Errorf("%w: %w", store.ErrNotFound, err)
+	}
+	return err
+}
+
+// notFound turns sql.ErrNoRows into store.ErrNotFound.
+func notFound(err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	return err
+}
+
+// Times are stored as unix milliseconds and read back in UTC.
+
+func millis(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// nullMillis stores the zero time as NULL.
+func nullMillis(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixMilli(), Valid: true}
+}
+
+func fromNullMillis(ms sql.NullInt64) time.Time {
+	if !ms.Valid {
+		return time.Time{}
+	}
+	return fromMillis(ms.Int64)
+}
+
+// Durations are stored as microseconds.
+
+func micros(d time.Duration) int64 { return d.Microseconds() }
+
+func fromMicros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }

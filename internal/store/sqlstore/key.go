@@ -1,0 +1,157 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/shareai/shareai/internal/store"
+)
+
+// ErrAmbiguous is returned by RevokeKey when a prefix names more than one key.
+var ErrAmbiguous = errors.New("ambiguous")
+
+const keyColumns = `id, account_id, kind, name, prefix, hash, created_at, revoked_at`
+
+// CreateKey stores a key; its ID and Hash must be set. store.ErrConflict if the id or hash is
+// taken, store.ErrNotFound if the account does not exist.
+func (db *DB) CreateKey(ctx context.Context, k *store.Key) error {
+	if k.ID == "" || len(k.Hash) == 0 {
+		return fmt.Errorf("create key: id and hash must be set")
+	}
+	if k.Kind != store.KeyBuyer && k.Kind != store.KeyProvider {
+		return fmt.Errorf("create key %s: unknown kind %q", k.ID, k.Kind)
+	}
+	_, err := db.w.ExecContext(ctx, `INSERT INTO api_keys (`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		k.ID, k.AccountID, k.Kind, k.Name, k.Prefix, k.Hash, millis(k.CreatedAt), nullMillis(k.RevokedAt))
+	if err != nil {
+		return fmt.Errorf("create key %s: %w", k.ID, dbError(err))
+	}
+	return nil
+}
+
+// KeyByHash returns the key, revoked or not, with this hash; store.ErrNotFound.
+func (db *DB) KeyByHash(ctx context.Context, hash []byte) (*store.Key, error) {
+	k, err := scanKey(db.r.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE hash = ?`, hash))
+	if err != nil {
+		return nil, fmt.Errorf("key by hash: %w", notFound(err))
+	}
+	return k, nil
+}
+
+// Keys lists an account's keys of a kind, newest first, revoked included. An empty accountID
+// lists every account's keys, an empty kind every kind.
+func (db *DB) Keys(ctx context.Context, accountID, kind string) ([]*store.Key, error) {
+	var (
+		where []string
+		args  []any
+	)
+	if accountID != "" {
+		where, args = append(where, "account_id = ?"), append(args, accountID)
+	}
+	if kind != "" {
+		where, args = append(where, "kind = ?"), append(args, kind)
+	}
+	q := `SELECT ` + keyColumns + ` FROM api_keys`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY created_at DESC, id DESC`
+	rows, err := db.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("keys of %q: %w", accountID, err)
+	}
+	defer rows.Close()
+	var ks []*store.Key
+	for rows.Next() {
+		k, err := scanKey(rows)
+		if err != nil {
+			return nil, fmt.Errorf("keys of %q: %w", accountID, err)
+		}
+		ks = append(ks, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("keys of %q: %w", accountID, err)
+	}
+	return ks, nil
+}
+
+// RevokeKey revokes the key with this id or, failing that, the one key with this prefix, and
+// returns it. A key already revoked keeps its first revocation time. store.ErrNotFound if no
+// key matches, ErrAmbiguous if the prefix names more than one.
+func (db *DB) RevokeKey(ctx context.Context, idOrPrefix string, at time.Time) (*store.Key, error) {
+	if at.IsZero() {
+		return nil, fmt.Errorf("revoke key %s: zero time", idOrPrefix)
+	}
+	var k *store.Key
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		id, err := keyID(ctx, tx, idOrPrefix)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx,
+			`UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`,
+			millis(at), id); err != nil {
+			return err
+		}
+		k, err = scanKey(tx.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE id = ?`, id))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("revoke key %s: %w", idOrPrefix, err)
+	}
+	return k, nil
+}
+
+// keyID resolves an id or a prefix to one key's id.
+func keyID(ctx context.Context, tx *sql.Tx, idOrPrefix string) (string, error) {
+	var n int
+	err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM api_keys WHERE id = ?`, idOrPrefix).Scan(&n)
+	if err != nil {
+		return "", err
+	}
+	if n == 1 {
+		return idOrPrefix, nil
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT id FROM api_keys WHERE prefix = ? LIMIT 2`, idOrPrefix)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return "", err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
+	switch len(ids) {
+	case 0:
+		return "", store.ErrNotFound
+	case 1:
+		return ids[0], nil
+	}
+	return "", fmt.Errorf("prefix names more than one key, give the key's id: %w", ErrAmbiguous)
+}
+
+// scanKey reads one row of keyColumns.
+func scanKey(row interface{ Scan(...any) error }) (*store.Key, error) {
+	var (
+		k       store.Key
+		created int64
+		revoked sql.NullInt64
+	)
+	if err := row.Scan(&k.ID, &k.AccountID, &k.Kind, &k.Name, &k.Prefix, &k.Hash, &created, &revoked); err != nil {
+		return nil, err
+	}
+	k.CreatedAt = fromMillis(created)
+	k.RevokedAt = fromNullMillis(revoked)
+	return &k, nil
+}

@@ -1,0 +1,145 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"testing/fstest"
+	"time"
+)
+
+func rawDB(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", dsn(filepath.Join(t.TempDir(), "m.db"), false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func versions(t *testing.T, db *sql.DB) []int {
+	t.Helper()
+	rows, err := db.Query(`SELECT version FROM schema_migrations ORDER BY version`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var vs []int
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		vs = append(vs, v)
+	}
+	return vs
+}
+
+func tableExists(t *testing.T, db *sql.DB, name string) bool {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?`, name).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n > 0
+}
+
+func TestMigrate(t *testing.T) {
+	ctx := context.Background()
+	now := func() time.Time { return time.UnixMilli(1_700_000_000_000) }
+	db := rawDB(t)
+	fsys := fstest.MapFS{
+		"m/0002_b.sql":  {Data: []byte(`CREATE TABLE b (x INTEGER); INSERT INTO b VALUES (1);`)},
+		"m/0001_a.sql":  {Data: []byte(`CREATE TABLE a (x INTEGER);`)},
+		"m/README.md":   {Data: []byte(`not a migration`)},
+		"other/0009.sq": {Data: []byte(`nonsense`)},
+	}
+	steps := []struct {
+		name      string
+		add       map[string]string // files to add before the step
+		want      []int             // versions applied by the step
+		wantErr   bool
+		wantAll   []int // versions recorded after it
+		wantTable string
+	}{
+		{name: "fresh", want: []int{1, 2}, wantAll: []int{1, 2}, wantTable: "b"},
+		{name: "again applies nothing", wantAll: []int{1, 2}},
+		{name: "new file", add: map[string]string{"m/0003_c.sql": `CREATE TABLE c (x INTEGER);`},
+			want: []int{3}, wantAll: []int{1, 2, 3}, wantTable: "c"},
+		{name: "failing migration is rolled back",
+			add:     map[string]string{"m/0004_d.sql": `CREATE TABLE d (x INTEGER); SELECT nope FROM nowhere;`},
+			wantErr: true, wantAll: []int{1, 2, 3}},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			for name, sql := range st.add {
+				fsys[name] = &fstest.MapFile{Data: []byte(sql)}
+			}
+			got, err := migrate(ctx, db, fsys, "m", now)
+			if (err != nil) != st.wantErr {
+				t.Fatalf("migrate: got error %v, want error %v", err, st.wantErr)
+			}
+			if !reflect.DeepEqual(got, st.want) {
+				t.Errorf("applied %v, want %v", got, st.want)
+			}
+			if all := versions(t, db); !reflect.DeepEqual(all, st.wantAll) {
+				t.Errorf("recorded %v, want %v", all, st.wantAll)
+			}
+			if st.wantTable != "" && !tableExists(t, db, st.wantTable) {
+				t.Errorf("table %s missing", st.wantTable)
+			}
+		})
+	}
+	if tableExists(t, db, "d") {
+		t.Errorf("table d of the failed migration exists, want rolled back")
+	}
+	var b int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM b`).Scan(&b); err != nil || b != 1 {
+		t.Errorf("rows in b = %d (%v), want 1: migration 2 ran again?", b, err)
+	}
+
+	delete(fsys, "m/0004_d.sql")
+	delete(fsys, "m/0003_c.sql")
+	if _, err := migrate(ctx, db, fsys, "m", now); err == nil {
+		t.Errorf("migrate with a database newer than the files: got no error, want one")
+	}
+}
+
+func TestLoadMigrations_badNames(t *testing.T) {
+	tests := []struct {
+		name  string
+		files []string
+	}{
+		{"no number", []string{"m/init.sql"}},
+		{"no description", []string{"m/0001.sql"}},
+		{"zero", []string{"m/0000_zero.sql"}},
+		{"same version", []string{"m/0001_a.sql", "m/1_b.sql"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fsys := fstest.MapFS{}
+			for _, f := range tt.files {
+				fsys[f] = &fstest.MapFile{Data: []byte(`SELECT 1;`)}
+			}
+			if _, err := loadMigrations(fsys, "m"); err == nil {
+				t.Errorf("loadMigrations(%v): got no error, want one", tt.files)
+			}
+		})
+	}
+}
+
+func TestLoadMigrations_embedded(t *testing.T) {
+	ms, err := loadMigrations(migrations, sqliteMigrations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range ms {
+		if m.version != i+1 {
+			t.Errorf("migration %s has version %d, want %d: versions must run 1, 2, 3…", m.name, m.version, i+1)
+		}
+	}
+}

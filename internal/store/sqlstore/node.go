@@ -1,0 +1,96 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/shareai/shareai/internal/store"
+)
+
+// UpsertNode inserts the node, or updates everything of it but ID, PublicKey and FirstSeen.
+// store.ErrConflict if another node has its public key, store.ErrNotFound if its account does
+// not exist.
+func (db *DB) UpsertNode(ctx context.Context, n *store.Node) error {
+	_, err := db.w.ExecContext(ctx, `
+INSERT INTO nodes (id, account_id, public_key, name, region, engine, agent, hardware, offers, first_seen, last_seen)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (id) DO UPDATE SET
+	account_id = excluded.account_id,
+	name       = excluded.name,
+	region     = excluded.region,
+	engine     = excluded.engine,
+	agent      = excluded.agent,
+	hardware   = excluded.hardware,
+	offers     = excluded.offers,
+	last_seen  = excluded.last_seen`,
+		n.ID, n.AccountID, n.PublicKey, n.Name, n.Region, n.Engine, n.Agent,
+		jsonText(n.Hardware), jsonText(n.Offers), millis(n.FirstSeen), millis(n.LastSeen))
+	if err != nil {
+		return fmt.Errorf("upsert node %s: %w", n.ID, dbError(err))
+	}
+	return nil
+}
+
+// Node returns a node by id; store.ErrNotFound.
+func (db *DB) Node(ctx context.Context, id string) (*store.Node, error) {
+	var (
+		n               store.Node
+		hardware, offer sql.NullString
+		first, last     int64
+	)
+	err := db.r.QueryRowContext(ctx, `
+SELECT id, account_id, public_key, name, region, engine, agent, hardware, offers, first_seen, last_seen
+FROM nodes WHERE id = ?`, id).Scan(
+		&n.ID, &n.AccountID, &n.PublicKey, &n.Name, &n.Region, &n.Engine, &n.Agent,
+		&hardware, &offer, &first, &last)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", id, notFound(err))
+	}
+	n.Hardware = fromJSONText(hardware)
+	n.Offers = fromJSONText(offer)
+	n.FirstSeen = fromMillis(first)
+	n.LastSeen = fromMillis(last)
+	return &n, nil
+}
+
+// TouchNodes sets LastSeen of the nodes to at, in one transaction. Unknown ids are skipped.
+func (db *DB) TouchNodes(ctx context.Context, ids []string, at time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		stmt, err := tx.PrepareContext(ctx, `UPDATE nodes SET last_seen = ? WHERE id = ?`)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		for _, id := range ids {
+			if _, err := stmt.ExecContext(ctx, millis(at), id); err != nil {
+				return fmt.Errorf("node %s: %w", id, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("touch %d nodes: %w", len(ids), err)
+	}
+	return nil
+}
+
+// JSON is kept as TEXT so that it reads as JSON in the database; empty is NULL.
+
+func jsonText(b []byte) sql.NullString {
+	if len(b) == 0 {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: string(b), Valid: true}
+}
+
+func fromJSONText(s sql.NullString) []byte {
+	if !s.Valid || s.String == "" {
+		return nil
+	}
+	return []byte(s.String)
+}

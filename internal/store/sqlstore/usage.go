@@ -1,0 +1,103 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/shareai/shareai/internal/store"
+)
+
+const usageColumns = `request_id, account_id, key_id, model, node_id, endpoint, stream,
+	prompt_tokens, completion_tokens, ttft_us, duration_us, outcome, error, created_at`
+
+// InsertUsage records requests in one transaction. A request id already recorded keeps its
+// first record.
+func (db *DB) InsertUsage(ctx context.Context, us []*store.Usage) error {
+	if len(us) == 0 {
+		return nil
+	}
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		stmt, err := tx.PrepareContext(ctx, `INSERT INTO usage (`+usageColumns+`)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (request_id) DO NOTHING`)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		for _, u := range us {
+			stream := 0
+			if u.Stream {
+				stream = 1
+			}
+			if _, err := stmt.ExecContext(ctx,
+				u.RequestID, u.AccountID, u.KeyID, u.Model, u.NodeID, u.Endpoint, stream,
+				u.PromptTokens, u.CompletionTokens, micros(u.TTFT), micros(u.Duration),
+				u.Outcome, u.Error, millis(u.CreatedAt)); err != nil {
+				return fmt.Errorf("request %s: %w", u.RequestID, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("insert %d usage records: %w", len(us), err)
+	}
+	return nil
+}
+
+// UsageByRequest returns one request's record; store.ErrNotFound.
+func (db *DB) UsageByRequest(ctx context.Context, requestID string) (*store.Usage, error) {
+	u, err := scanUsage(db.r.QueryRowContext(ctx,
+		`SELECT `+usageColumns+` FROM usage WHERE request_id = ?`, requestID))
+	if err != nil {
+		return nil, fmt.Errorf("usage of request %s: %w", requestID, notFound(err))
+	}
+	return u, nil
+}
+
+// Usages lists an account's records, newest first, at most limit; none if limit is not
+// positive.
+func (db *DB) Usages(ctx context.Context, accountID string, limit int) ([]*store.Usage, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := db.r.QueryContext(ctx, `SELECT `+usageColumns+` FROM usage
+WHERE account_id = ?
+ORDER BY created_at DESC, request_id DESC
+LIMIT ?`, accountID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("usage of account %s: %w", accountID, err)
+	}
+	defer rows.Close()
+	var us []*store.Usage
+	for rows.Next() {
+		u, err := scanUsage(rows)
+		if err != nil {
+			return nil, fmt.Errorf("usage of account %s: %w", accountID, err)
+		}
+		us = append(us, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("usage of account %s: %w", accountID, err)
+	}
+	return us, nil
+}
+
+// scanUsage reads one row of usageColumns.
+func scanUsage(row interface{ Scan(...any) error }) (*store.Usage, error) {
+	var (
+		u                  store.Usage
+		stream             int64
+		ttft, dur, created int64
+	)
+	if err := row.Scan(&u.RequestID, &u.AccountID, &u.KeyID, &u.Model, &u.NodeID, &u.Endpoint,
+		&stream, &u.PromptTokens, &u.CompletionTokens, &ttft, &dur, &u.Outcome, &u.Error,
+		&created); err != nil {
+		return nil, err
+	}
+	u.Stream = stream != 0
+	u.TTFT = fromMicros(ttft)
+	u.Duration = fromMicros(dur)
+	u.CreatedAt = fromMillis(created)
+	return &u, nil
+}
