@@ -1,0 +1,79 @@
+package agent_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+
+	"github.com/shareai/shareai/internal/agent"
+	"github.com/shareai/shareai/internal/testenv"
+)
+
+// Agents reconnect on their own after the coordinator restarts, and keep their node ids.
+func TestAgent_ReconnectsAfterCoordinatorRestart(t *testing.T) {
+	env := testenv.New(t, testenv.Options{HeartbeatInterval: 200 * time.Millisecond})
+	ids := map[string]bool{}
+	for _, a := range env.Agents {
+		ids[a.NodeID()] = true
+	}
+	if err := env.StopCoordinator(); err != nil {
+		t.Fatalf("stop coordinator: %v", err)
+	}
+	if err := env.StartCoordinator(); err != nil {
+		t.Fatalf("restart coordinator: %v", err)
+	}
+	env.WaitFor("both agents to register again", func() bool {
+		return env.Agents[0].Registrations() == 2 && env.Agents[1].Registrations() == 2 &&
+			len(env.Coordinator().Fleet.Nodes()) == 2
+	})
+	for _, n := range env.Coordinator().Fleet.Nodes() {
+		if !ids[n.ID] {
+			t.Errorf("node %s after restart is not one of %v", n.ID, ids)
+		}
+	}
+	client := env.Client()
+	got, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model: "sim/llama-3.1-8b", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("back?")},
+	})
+	if err != nil || got.Choices[0].Message.Content == "" {
+		t.Fatalf("request after restart: %v", err)
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	tests := []struct {
+		attempt  int
+		random   float64
+		min, max time.Duration
+	}{
+		{0, 0, 125 * time.Millisecond, 125 * time.Millisecond},
+		{0, 0.999, 125 * time.Millisecond, 250 * time.Millisecond},
+		{3, 0.5, 1500 * time.Millisecond, 1500 * time.Millisecond},
+		{7, 0.999, 15 * time.Second, 30 * time.Second},
+		{50, 0, 15 * time.Second, 15 * time.Second},
+		{1000, 0.999, 15 * time.Second, 30 * time.Second},
+	}
+	for _, tt := range tests {
+		got := agent.Backoff(tt.attempt, func() float64 { return tt.random })
+		if got < tt.min || got > tt.max {
+			t.Errorf("Backoff(%d, %v) = %v; want in [%v, %v]", tt.attempt, tt.random, got, tt.min, tt.max)
+		}
+	}
+}
+
+func TestLoadOrCreateNodeKey_Persists(t *testing.T) {
+	dir := t.TempDir()
+	k1, err := agent.LoadOrCreateNodeKey(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2, err := agent.LoadOrCreateNodeKey(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !k1.Equal(k2) {
+		t.Error("a second start made a new node key; want the same identity")
+	}
+}

@@ -1,0 +1,145 @@
+// Package testenv runs an in-process ShareAI network for tests: a coordinator on SQLite in a
+// temporary directory and simulated agents, over real loopback connections, with the official
+// OpenAI Go SDK as the buyer.
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/shareai/shareai/internal/engine"
+	"github.com/shareai/shareai/internal/engine/sim"
+	"github.com/shareai/shareai/internal/localnet"
+)
+
+// Options shape a test network. The zero value is two simulated providers with no delays.
+type Options struct {
+	Providers     int // default 2
+	MaxConcurrent int // slots per offer; default 64
+	// Sim configures the default simulated engines.
+	Sim sim.Config
+	// NewEngine overrides the engines.
+	NewEngine         func(i int) (engine.Engine, error)
+	HeartbeatInterval time.Duration
+	KeyCacheTTL       time.Duration
+}
+
+// Env is a running test network.
+type Env struct {
+	*localnet.Net
+	t testing.TB
+}
+
+// New starts a network and stops it when the test ends.
+func New(t testing.TB, opts Options) *Env {
+	t.Helper()
+	if opts.Providers == 0 {
+		opts.Providers = 2
+	}
+	if opts.MaxConcurrent == 0 {
+		opts.MaxConcurrent = 64
+	}
+	if opts.NewEngine == nil {
+		opts.NewEngine = func(int) (engine.Engine, error) { return sim.New(opts.Sim), nil }
+	}
+	level := slog.LevelWarn
+	if os.Getenv("SHAREAI_TEST_LOG") != "" {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := localnet.Start(ctx, localnet.Config{
+		DataDir: t.TempDir(), Addr: "127.0.0.1:0", Providers: opts.Providers,
+		NewEngine: opts.NewEngine, MaxConcurrent: opts.MaxConcurrent,
+		HeartbeatInterval: opts.HeartbeatInterval, KeyCacheTTL: opts.KeyCacheTTL,
+		DrainTimeout: 5 * time.Second, Log: log,
+	})
+	if err != nil {
+		t.Fatalf("start test network: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := n.Close(); err != nil {
+			t.Errorf("stop test network: %v", err)
+		}
+	})
+	return &Env{Net: n, t: t}
+}
+
+// BaseURL is the buyer API's base URL, ending in /v1.
+func (e *Env) BaseURL() string { return e.URL + "/v1" }
+
+// Client returns an OpenAI SDK client for the network, with the network's API key and no
+// retries (so tests see every error as it is).
+func (e *Env) Client(opts ...option.RequestOption) openai.Client {
+	return openai.NewClient(append([]option.RequestOption{
+		option.WithBaseURL(e.BaseURL() + "/"),
+		option.WithAPIKey(e.APIKey),
+		option.WithMaxRetries(0),
+	}, opts...)...)
+}
+
+// Post sends a raw JSON request to the buyer API with the network's API key.
+func (e *Env) Post(path, body string) *http.Response {
+	e.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, e.BaseURL()+path, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e.APIKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatalf("POST %s: %v", path, err)
+	}
+	return resp
+}
+
+// WaitFor waits until cond holds, failing the test after a while. It polls: the states it waits
+// for (a slot freed, a node reconnected) happen on other goroutines of the network.
+func (e *Env) WaitFor(what string, cond func() bool) {
+	e.t.Helper()
+	WaitFor(e.t, what, cond)
+}
+
+// WaitFor waits until cond holds, failing the test after 10 seconds.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// Running returns how many jobs run on the network, as the coordinator and the agents count.
+func (e *Env) Running() (coordinator, agents int) {
+	if c := e.Coordinator(); c != nil {
+		coordinator = c.Fleet.Running()
+	}
+	for _, a := range e.Agents {
+		agents += a.Running()
+	}
+	return coordinator, agents
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+// Sprintf is fmt.Sprintf, for building request bodies in tests.
+func Sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
