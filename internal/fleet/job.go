@@ -21,9 +21,9 @@ type Job struct {
 	sess   *session
 	events chan protocol.Frame // deltas then one end; never blocks the session's reader
 
-	mu       sync.Mutex
-	ended    bool
-	unacked  int // deltas taken by the reader but not yet acknowledged with credit
+	mu      sync.Mutex
+	ended   bool
+	unacked int // deltas taken by the reader but not yet acknowledged with credit
 }
 
 // Dispatch sends a request to the node of an offer whose slot the caller has acquired. The slot

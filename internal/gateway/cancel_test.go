@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/openai/openai-go/v3"
+
 	"github.com/shareai/shareai/internal/engine/sim"
 	"github.com/shareai/shareai/internal/store"
 	"github.com/shareai/shareai/internal/testenv"
@@ -33,7 +35,9 @@ func TestChat_BuyerCancelFreesSlot(t *testing.T) {
 	})
 
 	// The only slot serves the next request.
-	got, err := client.Chat.Completions.New(context.Background(), chatParams("next", 2))
+	next := chatParams("next", 2)
+	next.MaxTokens = openai.Int(3)
+	got, err := client.Chat.Completions.New(context.Background(), next)
 	if err != nil {
 		t.Fatalf("request after cancel: %v", err)
 	}

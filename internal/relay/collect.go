@@ -22,7 +22,9 @@ type Collect struct {
 }
 
 // NewChatCollect returns a sink for a non-streamed chat answer.
-func NewChatCollect(w http.ResponseWriter, a Answer) *Collect { return &Collect{w: w, a: a, chat: true} }
+func NewChatCollect(w http.ResponseWriter, a Answer) *Collect {
+	return &Collect{w: w, a: a, chat: true}
+}
 
 // NewCompletionCollect returns a sink for a non-streamed legacy completion.
 func NewCompletionCollect(w http.ResponseWriter, a Answer) *Collect { return &Collect{w: w, a: a} }
