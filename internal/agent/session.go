@@ -234,37 +234,90 @@ func (c *conn) start(ctx context.Context, id string, req *protocol.Request) {
 	}()
 }
 
-// run runs a job on the engine, sending its deltas within the job's credit.
+// run runs a job on the engine and returns its end frame.
 func (c *conn) run(ctx context.Context, id string, j *job, req *protocol.Request) *protocol.End {
-	credit := protocol.Window
-	var sent int
-	emit := func(d protocol.Delta) error {
-		for credit == 0 {
-			select {
-			case n := <-j.credit:
-				credit += n
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		credit--
-		sent++
-		return c.send(protocol.Frame{Type: protocol.TypeDelta, Job: id, Delta: &d})
+	out := &output{c: c, ctx: ctx, id: id, grants: j.credit, credit: protocol.Window}
+	res, err := c.a.cfg.Engine.Run(ctx, req, out)
+	if err == nil {
+		err = out.Flush()
 	}
-	res, err := c.a.cfg.Engine.Run(ctx, req, emit)
 	switch {
 	case err == nil:
 		return &protocol.End{FinishReason: res.FinishReason, Usage: res.Usage, Estimated: res.Estimated}
 	case ctx.Err() != nil:
 		// Cancelled by the coordinator (or the connection went away): report what was sent.
-		return &protocol.End{FinishReason: protocol.FinishCancelled, Usage: protocol.Usage{CompletionTokens: sent}, Estimated: true}
+		return &protocol.End{FinishReason: protocol.FinishCancelled, Usage: protocol.Usage{CompletionTokens: out.sent}, Estimated: true}
 	}
 	c.a.log.Warn("job failed", logJob, id, logModel, req.Model, "err", err)
 	pe := &protocol.Error{Message: err.Error()}
 	if re, ok := errors.AsType[*engine.RequestError](err); ok {
 		pe.Status, pe.Message = re.Status, re.Message
 	}
-	return &protocol.End{Usage: protocol.Usage{CompletionTokens: sent}, Estimated: true, Error: pe}
+	return &protocol.End{Usage: protocol.Usage{CompletionTokens: out.sent}, Estimated: true, Error: pe}
+}
+
+// maxHeld bounds how many pieces an output merges before it sends them on by itself.
+const maxHeld = 64
+
+// output is a job's engine.Output. It merges consecutive text pieces until the engine flushes
+// (before it waits), so an engine's burst travels as one frame, and it sends frames only within
+// the job's credit.
+type output struct {
+	c      *conn
+	ctx    context.Context
+	id     string
+	grants chan int
+	credit int // frames the coordinator will still take
+
+	text, reasoning []byte
+	held            int // pieces merged into text and reasoning, not sent yet
+	sent            int // pieces sent to the coordinator
+}
+
+func (o *output) Delta(d protocol.Delta) error {
+	if len(d.ToolCalls) > 0 {
+		// Tool call deltas are sent as they are: merging them is the buyer's SDK's job.
+		if err := o.Flush(); err != nil {
+			return err
+		}
+		return o.send(&d, 1)
+	}
+	o.text = append(o.text, d.Text...)
+	o.reasoning = append(o.reasoning, d.Reasoning...)
+	o.held++
+	if o.held >= maxHeld {
+		return o.Flush()
+	}
+	return nil
+}
+
+func (o *output) Flush() error {
+	if o.held == 0 {
+		return nil
+	}
+	d := &protocol.Delta{Text: string(o.text), Reasoning: string(o.reasoning)}
+	n := o.held
+	o.text, o.reasoning, o.held = o.text[:0], o.reasoning[:0], 0
+	return o.send(d, n)
+}
+
+// send sends one delta frame of n pieces, waiting for credit if the coordinator has none left
+// for it.
+func (o *output) send(d *protocol.Delta, n int) error {
+	for o.credit == 0 {
+		select {
+		case n := <-o.grants:
+			o.credit += n
+		case <-o.ctx.Done():
+			return o.ctx.Err()
+		}
+	}
+	o.credit--
+	if err := o.c.send(protocol.Frame{Type: protocol.TypeDelta, Job: o.id, Delta: d}); err != nil {
+		return err
+	}
+	o.sent += n
+	return nil
 }
 
 // send queues a frame for the writer; it fails once the connection is gone.

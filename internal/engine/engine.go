@@ -18,11 +18,32 @@ type Engine interface {
 	Name() string
 	// Models lists the models the engine serves now.
 	Models(ctx context.Context) ([]Model, error)
-	// Run runs one job. It calls emit for each piece of the answer, in order, and returns when
-	// the answer is complete, ctx is done, or emit returns an error (then Run returns that
-	// error). A failure the engine reports about the request itself is a *RequestError.
-	Run(ctx context.Context, req *protocol.Request, emit func(protocol.Delta) error) (Result, error)
+	// Run runs one job. It passes each piece of the answer to out, in order, and calls
+	// out.Flush before it waits (for more bytes from its server, or for the next token's
+	// time). It returns when the answer is complete, ctx is done, or out returns an error
+	// (then Run returns that error). A failure the engine reports about the request itself is
+	// a *RequestError.
+	Run(ctx context.Context, req *protocol.Request, out Output) (Result, error)
 }
+
+// Output receives a job's answer from an engine.
+type Output interface {
+	// Delta adds the next piece of the answer. The agent may hold pieces back, merged, to
+	// send several in one frame.
+	Delta(protocol.Delta) error
+	// Flush sends on the pieces held back. Engines call it before they wait, so nothing
+	// waits with them.
+	Flush() error
+}
+
+// Emit is an Output that hands each piece to a function at once; Flush does nothing.
+type Emit func(protocol.Delta) error
+
+// Delta calls f.
+func (f Emit) Delta(d protocol.Delta) error { return f(d) }
+
+// Flush does nothing: Emit holds nothing back.
+func (f Emit) Flush() error { return nil }
 
 // Model is a model an engine serves.
 type Model struct {

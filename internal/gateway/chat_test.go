@@ -122,17 +122,23 @@ func TestChat_StreamingEqualsNonStreaming(t *testing.T) {
 func TestChat_StreamUsageChunk(t *testing.T) {
 	env := testenv.New(t, testenv.Options{})
 	params := chatParams("Count to ten.", 3)
-	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
 	params.MaxTokens = openai.Int(9)
 	client := env.Client()
+	whole, err := client.Chat.Completions.New(context.Background(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
 	stream := client.Chat.Completions.NewStreaming(context.Background(), params)
 	var last openai.ChatCompletionChunk
-	var n, deltas int
+	var text strings.Builder
 	for stream.Next() {
 		last = stream.Current()
-		n++
-		if len(last.Choices) > 0 && last.Choices[0].Delta.Content != "" {
-			deltas++
+		if len(last.Choices) > 0 {
+			text.WriteString(last.Choices[0].Delta.Content)
+			if last.Usage.TotalTokens != 0 {
+				t.Errorf("usage in a content chunk: %+v", last.Usage)
+			}
 		}
 	}
 	if err := stream.Err(); err != nil {
@@ -141,8 +147,11 @@ func TestChat_StreamUsageChunk(t *testing.T) {
 	if len(last.Choices) != 0 {
 		t.Errorf("last chunk has %d choices, want the usage chunk with none", len(last.Choices))
 	}
-	if last.Usage.CompletionTokens != 9 || deltas != 9 || last.Usage.TotalTokens != last.Usage.PromptTokens+9 {
-		t.Errorf("usage %+v after %d deltas; want 9 completion tokens (max_tokens)", last.Usage, deltas)
+	if text.String() != whole.Choices[0].Message.Content {
+		t.Errorf("streamed %q, non-streamed %q", text.String(), whole.Choices[0].Message.Content)
+	}
+	if u := last.Usage; u.CompletionTokens != 9 || u.PromptTokens != whole.Usage.PromptTokens || u.TotalTokens != u.PromptTokens+9 {
+		t.Errorf("usage %+v; want 9 completion tokens (max_tokens) and the non-streamed prompt tokens %d", u, whole.Usage.PromptTokens)
 	}
 }
 

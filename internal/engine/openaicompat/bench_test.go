@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/protocol"
 )
 
@@ -53,7 +54,7 @@ func BenchmarkRun(b *testing.B) {
 	}
 	ctx := context.Background()
 	n := 0
-	emit := func(protocol.Delta) error { n++; return nil }
+	emit := engine.Emit(func(protocol.Delta) error { n++; return nil })
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := e.Run(ctx, benchReq, emit); err != nil {
@@ -69,13 +70,13 @@ func BenchmarkRun(b *testing.B) {
 // BenchmarkRead is the agent's share alone: reading the same 20-piece stream from memory.
 func BenchmarkRead(b *testing.B) {
 	body := benchStream()
-	emit := func(protocol.Delta) error { return nil }
+	emit := engine.Emit(func(protocol.Delta) error { return nil })
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
 		r := readers.Get().(*reader)
-		r.sse.reset(bytes.NewReader(body))
-		if _, err := r.read(benchReq, emit); err != nil {
+		r.start(bytes.NewReader(body), emit)
+		if _, err := r.read(benchReq); err != nil {
 			b.Fatal(err)
 		}
 		putReader(r)

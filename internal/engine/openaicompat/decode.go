@@ -249,14 +249,14 @@ func (d *decoder) str(s *string) bool {
 }
 
 // common are strings that come in many events, kept to spare an allocation each time.
-var common = map[string]string{}
-
-func init() {
-	for _, s := range []string{"", "chat.completion.chunk", "text_completion", "chat.completion", "error",
-		"stop", "length", "tool_calls", "content_filter", "function_call", "assistant"} {
-		common[s] = s
+var common = func() map[string]string {
+	m := map[string]string{}
+	for _, s := range []string{"chat.completion.chunk", "text_completion", "chat.completion", "error",
+		"stop", "length", "tool_calls", "content_filter", "function_call"} {
+		m[s] = s
 	}
-}
+	return m
+}()
 
 func isASCII(b []byte) bool {
 	for _, c := range b {
@@ -430,7 +430,7 @@ func (d *decoder) rawString() []byte {
 	return nil
 }
 
-// plain holds the bytes a string holds as they are: not ", \\ or a control character.
+// plain holds the bytes a string holds as they are: not ", \ or a control character.
 var plain = func() (t [256]bool) {
 	for c := 0x20; c < 256; c++ {
 		t[c] = c != '"' && c != '\\'
@@ -449,7 +449,7 @@ func unquote(s []byte) string {
 		}
 	}
 	if simple {
-		if c, ok := common[string(s)]; ok && len(s) > 1 {
+		if c, ok := common[string(s)]; ok {
 			return c
 		}
 		return string(s)

@@ -20,7 +20,7 @@ import (
 
 // drainTimeout bounds how long Run waits, after "[DONE]", for the end of the HTTP answer, so
 // that the connection can be reused.
-const drainTimeout = 100 * time.Millisecond
+const drainTimeout = 250 * time.Millisecond
 
 // chunk is one streamed event: a chat.completion.chunk, a text_completion chunk, or an error.
 // Fields servers add (timings, stop_reason, system_fingerprint, logprobs, ...) are ignored.
@@ -60,9 +60,30 @@ func (c *chunk) reset() {
 
 // reader is the reusable state of one stream.
 type reader struct {
-	sse   sseReader
-	chunk chunk
-	usage usage
+	sse     sseReader
+	chunk   chunk
+	usage   usage
+	body    io.Reader
+	out     engine.Output
+	pending bool // pieces given to out since its last Flush
+}
+
+// start readies r to read body and give the answer to out.
+func (r *reader) start(body io.Reader, out engine.Output) {
+	r.body, r.out, r.pending = body, out, false
+	r.sse.reset(r)
+}
+
+// Read reads the body for the SSE reader. A read may wait for the server, so it first
+// flushes what out holds.
+func (r *reader) Read(p []byte) (int, error) {
+	if r.pending {
+		r.pending = false
+		if err := r.out.Flush(); err != nil {
+			return 0, emitError{err}
+		}
+	}
+	return r.body.Read(p)
 }
 
 var readers = sync.Pool{New: func() any {
@@ -74,6 +95,7 @@ const maxPooled = 64 << 10
 
 func putReader(r *reader) {
 	r.sse.br.Reset(nil)
+	r.body, r.out = nil, nil
 	if cap(r.sse.line) > maxPooled {
 		r.sse.line = nil
 	}
@@ -87,12 +109,13 @@ func putReader(r *reader) {
 	readers.Put(r)
 }
 
-// Run sends req to the server as a streamed chat or text completion and emits the answer's
-// pieces. The answer must end with "data: [DONE]"; one that ends before it fails with an error
-// wrapping engine.ErrIncomplete. An error the server sends in the stream fails the run with
-// the server's message. When the server reports no usage, it is counted: one completion token
-// per piece emitted, one prompt token per four characters of the prompt's text.
-func (e *Engine) Run(ctx context.Context, req *protocol.Request, emit func(protocol.Delta) error) (engine.Result, error) {
+// Run sends req to the server as a streamed chat or text completion and gives the answer's
+// pieces to out, flushing out before each read that may wait for the server. The answer must
+// end with "data: [DONE]": one that ends before it, or with an error event (whose message the
+// error carries), fails with an error wrapping engine.ErrIncomplete. When the server reports
+// no usage, it is counted: one completion token per piece, one prompt token per four
+// characters of the prompt's text.
+func (e *Engine) Run(ctx context.Context, req *protocol.Request, out engine.Output) (engine.Result, error) {
 	model := e.upstreamName(req.Model)
 	body, err := appendRequest(make([]byte, 0, requestSize(req, model)), req, model)
 	if err != nil {
@@ -131,13 +154,13 @@ func (e *Engine) Run(ctx context.Context, req *protocol.Request, emit func(proto
 		return engine.Result{}, fmt.Errorf("openai engine: %w", err)
 	}
 	if isJSON(resp.Header.Get("Content-Type")) {
-		return e.readAnswer(ctx, req, resp.Body, emit)
+		return e.readAnswer(ctx, req, resp.Body, out)
 	}
 
 	r := readers.Get().(*reader)
 	defer putReader(r)
-	r.sse.reset(resp.Body)
-	res, err := r.read(req, emit)
+	r.start(resp.Body, out)
+	res, err := r.read(req)
 	if err != nil {
 		if ee, ok := err.(emitError); ok {
 			return engine.Result{}, ee.err
@@ -149,19 +172,22 @@ func (e *Engine) Run(ctx context.Context, req *protocol.Request, emit func(proto
 	}
 	// Read the end of the answer so that the connection can be reused.
 	t := time.AfterFunc(drainTimeout, cancel)
-	// r.sse.br.Discard(maxPooled)
+	r.sse.br.Discard(maxPooled)
 	t.Stop()
 	return res, nil
 }
 
 // read reads the stream up to "[DONE]".
-func (r *reader) read(req *protocol.Request, emit func(protocol.Delta) error) (engine.Result, error) {
+func (r *reader) read(req *protocol.Request) (engine.Result, error) {
 	var res engine.Result
 	gotUsage := false
 	emitted := 0
 	for {
 		event, data, err := r.sse.next()
 		if err != nil {
+			if _, ok := err.(emitError); ok {
+				return engine.Result{}, err
+			}
 			if err == io.EOF {
 				err = errors.New("stream ended without [DONE]")
 			}
@@ -210,9 +236,10 @@ func (r *reader) read(req *protocol.Request, emit func(protocol.Delta) error) (e
 		if d.Text == "" && d.Reasoning == "" && d.ToolCalls == nil {
 			continue // a role-only chunk, an empty delta, a finish or usage chunk
 		}
-		if err := emit(d); err != nil {
+		if err := r.out.Delta(d); err != nil {
 			return engine.Result{}, emitError{err}
 		}
+		r.pending = true
 		emitted++
 	}
 	if res.FinishReason == "" {
@@ -227,7 +254,7 @@ func (r *reader) read(req *protocol.Request, emit func(protocol.Delta) error) (e
 	return res, nil
 }
 
-// emitError carries an error of emit out of reader.read, to be returned as it is.
+// emitError carries an error of the engine.Output out of reader.read, to be returned as it is.
 type emitError struct{ err error }
 
 func (e emitError) Error() string { return e.err.Error() }
@@ -244,7 +271,7 @@ func isJSON(contentType string) bool {
 }
 
 // readAnswer reads a whole answer, for a server that ignored "stream": true.
-func (e *Engine) readAnswer(ctx context.Context, req *protocol.Request, body io.Reader, emit func(protocol.Delta) error) (engine.Result, error) {
+func (e *Engine) readAnswer(ctx context.Context, req *protocol.Request, body io.Reader, out engine.Output) (engine.Result, error) {
 	b, err := io.ReadAll(io.LimitReader(body, maxLine))
 	if err != nil {
 		if ctx.Err() != nil {
@@ -279,7 +306,7 @@ func (e *Engine) readAnswer(ctx context.Context, req *protocol.Request, body io.
 	}
 	n := 0
 	if d.Text != "" || d.Reasoning != "" || d.ToolCalls != nil {
-		if err := emit(d); err != nil {
+		if err := out.Delta(d); err != nil {
 			return engine.Result{}, err
 		}
 		n = 1

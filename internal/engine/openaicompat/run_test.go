@@ -1,6 +1,7 @@
 package openaicompat
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -31,10 +33,10 @@ const (
 
 // collect runs req and gathers what was emitted.
 func collect(e *Engine, ctx context.Context, req *protocol.Request) (deltas []protocol.Delta, res engine.Result, err error) {
-	res, err = e.Run(ctx, req, func(d protocol.Delta) error {
+	res, err = e.Run(ctx, req, engine.Emit(func(d protocol.Delta) error {
 		deltas = append(deltas, d)
 		return nil
-	})
+	}))
 	return deltas, res, err
 }
 
@@ -383,12 +385,12 @@ func TestRun_cancel(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		n := 0
-		_, err := e.Run(ctx, helloChat, func(d protocol.Delta) error {
+		_, err := e.Run(ctx, helloChat, engine.Emit(func(d protocol.Delta) error {
 			if n++; n == 2 {
 				cancel()
 			}
 			return nil
-		})
+		}))
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("Run error = %v, want context.Canceled", err)
 		}
@@ -414,10 +416,10 @@ func TestRun_emitError(t *testing.T) {
 	e, _, gone := hanging(t, 3)
 	errStop := errors.New("buyer went away")
 	var got []protocol.Delta
-	_, err := e.Run(context.Background(), helloChat, func(d protocol.Delta) error {
+	_, err := e.Run(context.Background(), helloChat, engine.Emit(func(d protocol.Delta) error {
 		got = append(got, d)
 		return errStop
-	})
+	}))
 	if err != errStop {
 		t.Errorf("Run error = %v, want %v", err, errStop)
 	}
@@ -449,18 +451,28 @@ func TestRun_connectionCut(t *testing.T) {
 	}
 }
 
-// eofTransport records whether answers were read to their end before being closed.
+// eofTransport records whether answers were read to their end before being closed. Once the
+// client asks for more after "[DONE]", it closes release.
 type eofTransport struct {
-	sawEOF atomic.Bool
+	sawEOF  atomic.Bool
+	release chan struct{}
+	once    sync.Once
 }
 
 type eofBody struct {
 	io.ReadCloser
-	t *eofTransport
+	t    *eofTransport
+	done *bool
 }
 
 func (b eofBody) Read(p []byte) (int, error) {
+	if *b.done {
+		b.t.once.Do(func() { close(b.t.release) })
+	}
 	n, err := b.ReadCloser.Read(p)
+	if bytes.Contains(p[:n], []byte("data: [DONE]")) {
+		*b.done = true
+	}
 	if err == io.EOF {
 		b.t.sawEOF.Store(true)
 	}
@@ -470,20 +482,99 @@ func (b eofBody) Read(p []byte) (int, error) {
 func (t *eofTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := http.DefaultTransport.RoundTrip(req)
 	if err == nil {
-		resp.Body = eofBody{resp.Body, t}
+		resp.Body = eofBody{resp.Body, t, new(bool)}
 	}
 	return resp, err
 }
 
-// TestRun_readsToEnd checks that the answer is read to its end after [DONE], which lets the
-// transport reuse the connection.
+// TestRun_readsToEnd checks that the answer is read to its end after "[DONE]", which lets the
+// transport reuse the connection, also when the end of the HTTP answer comes later.
 func TestRun_readsToEnd(t *testing.T) {
-	tr := &eofTransport{}
-	e, _ := replay(t, Config{Client: &http.Client{Transport: tr}}, recorded(t, 0, "llamacpp-server/03_chat_stream_include_usage.body"))
+	a := recorded(t, 0, "llamacpp-server/03_chat_stream_include_usage.body")
+	tr := &eofTransport{release: make(chan struct{})}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write(a.body)
+		w.(http.Flusher).Flush()
+		<-tr.release // the end of the chunked body waits for the client
+	}))
+	defer srv.Close()
+	defer tr.once.Do(func() { close(tr.release) })
+	e, err := New(Config{BaseURL: srv.URL + "/v1", Client: &http.Client{Transport: tr}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := collect(e, context.Background(), helloChat); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	if !tr.sawEOF.Load() {
 		t.Errorf("the answer was closed before its end")
 	}
+}
+
+// recorder is an engine.Output that logs its calls.
+type recorder struct {
+	calls []string
+	flush func(r *recorder) error
+}
+
+func (r *recorder) Delta(d protocol.Delta) error {
+	r.calls = append(r.calls, "delta "+d.Text)
+	return nil
+}
+
+func (r *recorder) Flush() error {
+	r.calls = append(r.calls, "flush")
+	if r.flush != nil {
+		return r.flush(r)
+	}
+	return nil
+}
+
+func TestRun_flush(t *testing.T) {
+	t.Run("before waiting for the server", func(t *testing.T) {
+		e, _, gone := hanging(t, 3)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		out := &recorder{flush: func(r *recorder) error {
+			if len(r.calls) >= 3 && r.calls[len(r.calls)-2] == "delta s" {
+				cancel() // the engine is about to wait with both pieces flushed
+			}
+			return nil
+		}}
+		_, err := e.Run(ctx, helloChat, out)
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Run error = %v, want context.Canceled", err)
+		}
+		if got := out.calls[len(out.calls)-1]; got != "flush" {
+			t.Errorf("calls = %q, want a flush last", out.calls)
+		}
+		<-gone
+	})
+	t.Run("error", func(t *testing.T) {
+		e, _, gone := hanging(t, 3)
+		errFlush := errors.New("coordinator gone")
+		out := &recorder{flush: func(*recorder) error { return errFlush }}
+		_, err := e.Run(context.Background(), helloChat, out)
+		if err != errFlush {
+			t.Errorf("Run error = %v, want %v", err, errFlush)
+		}
+		<-gone
+	})
+	t.Run("burst in one read is one flush", func(t *testing.T) {
+		e, _ := replay(t, Config{}, recorded(t, 0, "llamacpp-server/03_chat_stream_include_usage.body"))
+		out := &recorder{}
+		if _, err := e.Run(context.Background(), helloChat, out); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		flushes := 0
+		for _, c := range out.calls {
+			if c == "flush" {
+				flushes++
+			}
+		}
+		if flushes == 0 || flushes >= 16 {
+			t.Errorf("%d flushes for 16 pieces, want at least 1 and fewer than 16: %q", flushes, out.calls)
+		}
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/protocol"
 )
 
@@ -78,8 +79,8 @@ func FuzzRead(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in string) {
 		r := readers.Get().(*reader)
 		defer putReader(r)
-		r.sse.reset(strings.NewReader(in))
-		res, err := r.read(helloChat, func(protocol.Delta) error { return nil })
+		r.start(strings.NewReader(in), engine.Emit(func(protocol.Delta) error { return nil }))
+		res, err := r.read(helloChat)
 		if err == nil && !strings.Contains(in, "[DONE]") {
 			t.Errorf("read finished without [DONE]: %+v", res)
 		}

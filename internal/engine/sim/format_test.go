@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"github.com/shareai/shareai/internal/engine"
 	"strings"
 	"testing"
 
@@ -32,13 +33,13 @@ func TestRun_ToolCall(t *testing.T) {
 			req.Tools, req.ToolChoice = json.RawMessage(tt.tools), json.RawMessage(tt.choice)
 			var text string
 			var calls []json.RawMessage
-			res, err := e.Run(context.Background(), req, func(d protocol.Delta) error {
+			res, err := e.Run(context.Background(), req, engine.Emit(func(d protocol.Delta) error {
 				text += d.Text
 				if d.ToolCalls != nil {
 					calls = append(calls, d.ToolCalls)
 				}
 				return nil
-			})
+			}))
 			if err != nil {
 				t.Fatalf("Run: %v", err)
 			}
@@ -92,10 +93,10 @@ func TestRun_ToolCall(t *testing.T) {
 			}
 			again, _ := json.Marshal(calls)
 			var calls2 []json.RawMessage
-			if _, err := New(Config{}).Run(context.Background(), req, func(d protocol.Delta) error {
+			if _, err := New(Config{}).Run(context.Background(), req, engine.Emit(func(d protocol.Delta) error {
 				calls2 = append(calls2, d.ToolCalls)
 				return nil
-			}); err != nil {
+			})); err != nil {
 				t.Fatal(err)
 			}
 			if got, _ := json.Marshal(calls2); string(got) != string(again) {

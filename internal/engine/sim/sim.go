@@ -132,7 +132,7 @@ func (e *Engine) Answer(req *protocol.Request) string {
 // 1/TokensPerSecond between deltas. It refuses models it does not serve, prompts longer than
 // the model's context, and malformed requests with a *engine.RequestError. max_tokens and stop
 // strings do not apply to tool calls.
-func (e *Engine) Run(ctx context.Context, req *protocol.Request, emit func(protocol.Delta) error) (engine.Result, error) {
+func (e *Engine) Run(ctx context.Context, req *protocol.Request, out engine.Output) (engine.Result, error) {
 	i := slices.IndexFunc(e.models, func(m engine.Model) bool { return m.Name == req.Model })
 	if i < 0 {
 		return engine.Result{}, &engine.RequestError{Status: 404, Message: fmt.Sprintf("model %q not found", req.Model)}
@@ -145,14 +145,14 @@ func (e *Engine) Run(ctx context.Context, req *protocol.Request, emit func(proto
 		return engine.Result{}, badRequest("prompt of %d tokens exceeds the context length of %d of model %q", j.promptTokens, n, req.Model)
 	}
 
-	p := pacer{ttft: e.ttft, gap: e.gap, done: ctx.Done()}
+	p := pacer{ttft: e.ttft, gap: e.gap, done: ctx.Done(), flush: out.Flush}
 	defer p.stop()
 	res := engine.Result{Usage: protocol.Usage{PromptTokens: j.promptTokens}}
 	send := func(d protocol.Delta) error {
 		if err := p.wait(ctx); err != nil {
 			return err
 		}
-		return emit(d)
+		return out.Delta(d)
 	}
 
 	if j.toolCall != nil {
@@ -196,6 +196,7 @@ func (e *Engine) Run(ctx context.Context, req *protocol.Request, emit func(proto
 type pacer struct {
 	ttft, gap time.Duration
 	done      <-chan struct{}
+	flush     func() error // sends what the output holds before a real wait
 	timer     *time.Timer
 	n         int // waits so far
 }
@@ -213,6 +214,9 @@ func (p *pacer) wait(ctx context.Context) error {
 		default:
 			return nil
 		}
+	}
+	if err := p.flush(); err != nil {
+		return err
 	}
 	if p.timer == nil {
 		p.timer = time.NewTimer(d)

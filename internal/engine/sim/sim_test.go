@@ -48,10 +48,10 @@ func withPrefix(t testing.TB, req *protocol.Request, p string) *protocol.Request
 func stream(t testing.TB, e *Engine, req *protocol.Request) ([]string, engine.Result) {
 	t.Helper()
 	var deltas []string
-	res, err := e.Run(context.Background(), req, func(d protocol.Delta) error {
+	res, err := e.Run(context.Background(), req, engine.Emit(func(d protocol.Delta) error {
 		deltas = append(deltas, d.Text)
 		return nil
-	})
+	}))
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -259,10 +259,10 @@ func TestRun_RequestErrors(t *testing.T) {
 	e := New(Config{Models: append(slices.Clone(DefaultModels), engine.Model{Name: "sim/tiny", ContextLength: 10})})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := e.Run(context.Background(), tt.req, func(protocol.Delta) error {
+			_, err := e.Run(context.Background(), tt.req, engine.Emit(func(protocol.Delta) error {
 				t.Error("emit called for a refused request")
 				return nil
-			})
+			}))
 			var re *engine.RequestError
 			if !errors.As(err, &re) || re.Status != tt.status {
 				t.Errorf("Run error = %v, want a RequestError with status %d", err, tt.status)
@@ -274,13 +274,13 @@ func TestRun_RequestErrors(t *testing.T) {
 func TestRun_EmitError(t *testing.T) {
 	boom := errors.New("boom")
 	calls := 0
-	_, err := New(Config{}).Run(context.Background(), user("hi", 0), func(protocol.Delta) error {
+	_, err := New(Config{}).Run(context.Background(), user("hi", 0), engine.Emit(func(protocol.Delta) error {
 		calls++
 		if calls == 3 {
 			return boom
 		}
 		return nil
-	})
+	}))
 	if !errors.Is(err, boom) || calls != 3 {
 		t.Errorf("Run = %v after %d emits, want %v after 3", err, calls, boom)
 	}
@@ -299,7 +299,7 @@ func BenchmarkRun(b *testing.B) {
 	emit := func(protocol.Delta) error { return nil }
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := e.Run(ctx, req, emit); err != nil {
+		if _, err := e.Run(ctx, req, engine.Emit(emit)); err != nil {
 			b.Fatal(err)
 		}
 	}

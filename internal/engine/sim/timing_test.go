@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"github.com/shareai/shareai/internal/engine"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -15,10 +16,10 @@ func TestRun_Pacing(t *testing.T) {
 		e := New(Config{TTFT: 2 * time.Second, TokensPerSecond: 10})
 		start := time.Now()
 		var at []time.Duration
-		_, err := e.Run(t.Context(), user("Pace me.", 1), func(protocol.Delta) error {
+		_, err := e.Run(t.Context(), user("Pace me.", 1), engine.Emit(func(protocol.Delta) error {
 			at = append(at, time.Since(start))
 			return nil
-		})
+		}))
 		if err != nil {
 			t.Fatalf("Run: %v", err)
 		}
@@ -35,7 +36,7 @@ func TestRun_Pacing(t *testing.T) {
 		start = time.Now()
 		req := user("Pace me.", 1)
 		req.Stop = []string{e.Answer(req)[:3]}
-		if _, err := e.Run(t.Context(), req, func(protocol.Delta) error { return nil }); err != nil {
+		if _, err := e.Run(t.Context(), req, engine.Emit(func(protocol.Delta) error { return nil })); err != nil {
 			t.Fatalf("Run: %v", err)
 		}
 		if got := time.Since(start); got != 2*time.Second {
@@ -77,13 +78,13 @@ func TestRun_Cancel(t *testing.T) {
 				defer cancel()
 				start := time.Now()
 				n := 0
-				_, err := e.Run(ctx, user("Cancel me.", 1), func(protocol.Delta) error {
+				_, err := e.Run(ctx, user("Cancel me.", 1), engine.Emit(func(protocol.Delta) error {
 					n++
 					if n == tt.cancelAt {
 						cancel()
 					}
 					return nil
-				})
+				}))
 				if !errors.Is(err, tt.wantErr) {
 					t.Errorf("Run error = %v, want %v", err, tt.wantErr)
 				}
@@ -101,13 +102,13 @@ func TestRun_Cancel(t *testing.T) {
 func TestRun_CancelWithoutDelays(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := 0
-	_, err := New(Config{}).Run(ctx, user("Cancel me.", 1), func(protocol.Delta) error {
+	_, err := New(Config{}).Run(ctx, user("Cancel me.", 1), engine.Emit(func(protocol.Delta) error {
 		n++
 		if n == 2 {
 			cancel()
 		}
 		return nil
-	})
+	}))
 	if !errors.Is(err, context.Canceled) || n != 2 {
 		t.Errorf("Run = %v after %d deltas, want %v after 2", err, n, context.Canceled)
 	}
