@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 
 	"github.com/shareai/shareai/internal/config"
@@ -38,7 +39,7 @@ SQLite in --data-dir. Create keys with 'shareai keys' on this machine.`); err !=
 		}
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	st, err := sqlstore.Open(ctx, filepath.Join(cfg.DataDir, "coordinator.db"))
+	st, err := openStore(ctx, cfg.DataDir)
 	if err != nil {
 		return err
 	}
@@ -57,4 +58,12 @@ SQLite in --data-dir. Create keys with 'shareai keys' on this machine.`); err !=
 	}
 	log.Info("coordinator listening", "url", scheme+"://"+ln.Addr().String(), "data_dir", cfg.DataDir)
 	return c.Serve(ctx, ln)
+}
+
+// openStore opens the coordinator's database in dataDir, creating the directory if needed.
+func openStore(ctx context.Context, dataDir string) (*sqlstore.DB, error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	return sqlstore.Open(ctx, filepath.Join(dataDir, "coordinator.db"))
 }

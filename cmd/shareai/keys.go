@@ -5,13 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 	"text/tabwriter"
 	"time"
 
 	"github.com/shareai/shareai/internal/localnet"
 	"github.com/shareai/shareai/internal/store"
-	"github.com/shareai/shareai/internal/store/sqlstore"
 )
 
 const keysAbout = `Manage buyers' API keys (sk-…) and providers' tokens (spt-…).
@@ -27,12 +25,12 @@ seconds (the coordinator caches valid keys for 10s).`
 
 func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || (args[0] != "create" && args[0] != "list" && args[0] != "revoke") {
+		w, err := stderr, errUsage
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			fmt.Fprintln(stdout, keysAbout)
-			return nil
+			w, err = stdout, nil
 		}
-		fmt.Fprintln(stderr, keysAbout)
-		return errUsage
+		fmt.Fprintln(w, keysAbout+"\n\nFlags: --data-dir DIR (default ./.shareai), --account NAME, --name LABEL, --provider;\nsee 'shareai keys create --help'.")
+		return err
 	}
 	verb := args[0]
 	fs := flag.NewFlagSet("keys "+verb, flag.ContinueOnError)
@@ -58,7 +56,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *provider {
 		kind = store.KeyProvider
 	}
-	st, err := sqlstore.Open(ctx, filepath.Join(*dataDir, "coordinator.db"))
+	st, err := openStore(ctx, *dataDir)
 	if err != nil {
 		return err
 	}
@@ -96,12 +94,19 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tPREFIX\tACCOUNT\tNAME\tCREATED\tSTATUS")
+		names := map[string]string{}
 		for _, k := range keys {
+			if _, ok := names[k.AccountID]; !ok {
+				names[k.AccountID] = k.AccountID
+				if a, err := st.Account(ctx, k.AccountID); err == nil {
+					names[k.AccountID] = a.Name
+				}
+			}
 			status := "active"
 			if k.Revoked() {
 				status = "revoked " + k.RevokedAt.UTC().Format(time.DateTime)
 			}
-			fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\t%s\t%s\n", k.ID, k.Prefix, k.AccountID, k.Name, k.CreatedAt.UTC().Format(time.DateTime), status)
+			fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\t%s\t%s\n", k.ID, k.Prefix, names[k.AccountID], k.Name, k.CreatedAt.UTC().Format(time.DateTime), status)
 		}
 		return tw.Flush()
 	default: // revoke

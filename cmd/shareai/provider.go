@@ -46,7 +46,7 @@ The node key is kept in --data-dir; keep it to keep the node's identity.`); err 
 	}
 	a, err := agent.New(agent.Config{
 		Coordinator: cfg.Coordinator, Token: cfg.Token, DataDir: cfg.DataDir, Name: cfg.Name,
-		Region: cfg.Region, Engine: eng, MaxConcurrent: cfg.MaxConcurrent, Hardware: hw,
+		Region: cfg.Region, Engine: eng, MaxConcurrent: cfg.MaxConcurrent, ContextLength: cfg.ContextLength, Hardware: hw,
 		Version: version, Log: log,
 	})
 	if err != nil {

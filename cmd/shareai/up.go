@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/shareai/shareai/internal/config"
 	"github.com/shareai/shareai/internal/engine"
@@ -42,9 +43,12 @@ environment for OpenAI SDKs once the network can serve. Ctrl-C stops everything.
 	if ms := n.Coordinator().Fleet.Models(); len(ms) > 0 {
 		model = ms[0].ID
 	}
-	kind := "simulated providers"
+	kind := "simulated provider"
 	if cfg.Engine == "openai" {
-		kind = "providers on " + cfg.Upstream
+		kind = "provider on " + cfg.Upstream
+	}
+	if len(n.Agents) != 1 {
+		kind = strings.Replace(kind, "provider", "providers", 1)
 	}
 	fmt.Fprintf(stderr, "ShareAI network up: coordinator at %s with %d %s.\n", n.URL, len(n.Agents), kind)
 	fmt.Fprintf(stdout, "export OPENAI_BASE_URL=%s/v1\nexport OPENAI_API_KEY=%s\n", n.URL, n.APIKey)

@@ -7,6 +7,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -43,6 +44,8 @@ type Config struct {
 	// Offers to make; when empty, every model the engine serves with MaxConcurrent slots.
 	Offers        []protocol.Offer
 	MaxConcurrent int // default 4
+	// ContextLength is advertised for models whose engine does not say.
+	ContextLength int
 	Hardware      protocol.Hardware
 	Version       string // the agent's build version
 	Log           *slog.Logger
@@ -177,7 +180,7 @@ func (a *Agent) offers(ctx context.Context) ([]protocol.Offer, error) {
 	}
 	offers := make([]protocol.Offer, len(models))
 	for i, m := range models {
-		offers[i] = protocol.Offer{Model: m.Name, ContextLength: m.ContextLength, MaxConcurrent: a.cfg.MaxConcurrent}
+		offers[i] = protocol.Offer{Model: m.Name, ContextLength: cmp.Or(m.ContextLength, a.cfg.ContextLength), MaxConcurrent: a.cfg.MaxConcurrent}
 	}
 	return offers, nil
 }

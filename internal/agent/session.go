@@ -84,16 +84,25 @@ func (a *Agent) session(ctx context.Context, offers []protocol.Offer) (registere
 	a.mu.Unlock()
 	a.log.Info("registered with coordinator", logNode, reg.NodeID, "offers", len(offers))
 
+	// WebSocket reads and writes get wsctx, which is never cancelled: a cancellable context costs a
+	// context.AfterFunc per read and write. Closing the connection stops them instead.
+	wsctx := context.WithoutCancel(ctx)
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return c.readLoop(gctx) })
-	g.Go(func() error { return c.writeLoop(gctx) })
+	g.Go(func() error { return c.readLoop(gctx, wsctx) })
+	g.Go(func() error { return c.writeLoop(gctx, wsctx) })
 	g.Go(func() error { return c.heartbeat(gctx, time.Duration(reg.HeartbeatInterval)*time.Millisecond) })
+	g.Go(func() error {
+		<-gctx.Done()
+		if ctx.Err() != nil {
+			ws.Close(websocket.StatusGoingAway, "agent stopping")
+		} else {
+			ws.CloseNow()
+		}
+		return nil
+	})
 	err = g.Wait()
 	close(c.done)
 	c.cancelAll()
-	if ctx.Err() != nil {
-		ws.Close(websocket.StatusGoingAway, "agent stopping")
-	}
 	return true, err
 }
 
@@ -150,9 +159,9 @@ func (c *conn) readOne(ctx context.Context) (protocol.Frame, error) {
 	return fr, err
 }
 
-func (c *conn) readLoop(ctx context.Context) error {
+func (c *conn) readLoop(ctx, wsctx context.Context) error {
 	for {
-		_, msg, err := c.ws.Read(ctx)
+		_, msg, err := c.ws.Read(wsctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -230,30 +239,33 @@ func (c *conn) start(ctx context.Context, id string, req *protocol.Request) {
 		c.a.mu.Lock()
 		c.a.running--
 		c.a.mu.Unlock()
-		c.send(protocol.Frame{Type: protocol.TypeEnd, Job: id, End: end})
+		c.send(end)
 	}()
 }
 
-// run runs a job on the engine and returns its end frame.
-func (c *conn) run(ctx context.Context, id string, j *job, req *protocol.Request) *protocol.End {
+// run runs a job on the engine and returns its end frame, which carries the last piece of the
+// answer not sent yet.
+func (c *conn) run(ctx context.Context, id string, j *job, req *protocol.Request) protocol.Frame {
 	out := &output{c: c, ctx: ctx, id: id, grants: j.credit, credit: protocol.Window}
 	res, err := c.a.cfg.Engine.Run(ctx, req, out)
-	if err == nil {
-		err = out.Flush()
-	}
-	switch {
-	case err == nil:
-		return &protocol.End{FinishReason: res.FinishReason, Usage: res.Usage, Estimated: res.Estimated}
-	case ctx.Err() != nil:
+	fr := protocol.Frame{Type: protocol.TypeEnd, Job: id}
+	if ctx.Err() != nil {
 		// Cancelled by the coordinator (or the connection went away): report what was sent.
-		return &protocol.End{FinishReason: protocol.FinishCancelled, Usage: protocol.Usage{CompletionTokens: out.sent}, Estimated: true}
+		fr.End = &protocol.End{FinishReason: protocol.FinishCancelled, Usage: protocol.Usage{CompletionTokens: out.sent}, Estimated: true}
+		return fr
+	}
+	fr.Delta = out.take()
+	if err == nil {
+		fr.End = &protocol.End{FinishReason: res.FinishReason, Usage: res.Usage, Estimated: res.Estimated}
+		return fr
 	}
 	c.a.log.Warn("job failed", logJob, id, logModel, req.Model, "err", err)
 	pe := &protocol.Error{Message: err.Error()}
 	if re, ok := errors.AsType[*engine.RequestError](err); ok {
 		pe.Status, pe.Message = re.Status, re.Message
 	}
-	return &protocol.End{Usage: protocol.Usage{CompletionTokens: out.sent}, Estimated: true, Error: pe}
+	fr.End = &protocol.End{Usage: protocol.Usage{CompletionTokens: out.sent}, Estimated: true, Error: pe}
+	return fr
 }
 
 // maxHeld bounds how many pieces an output merges before it sends them on by itself.
@@ -271,7 +283,7 @@ type output struct {
 
 	text, reasoning []byte
 	held            int // pieces merged into text and reasoning, not sent yet
-	sent            int // pieces sent to the coordinator
+	sent            int // pieces handed on to the coordinator
 }
 
 func (o *output) Delta(d protocol.Delta) error {
@@ -280,7 +292,11 @@ func (o *output) Delta(d protocol.Delta) error {
 		if err := o.Flush(); err != nil {
 			return err
 		}
-		return o.send(&d, 1)
+		if err := o.send(&d); err != nil {
+			return err
+		}
+		o.sent++
+		return nil
 	}
 	o.text = append(o.text, d.Text...)
 	o.reasoning = append(o.reasoning, d.Reasoning...)
@@ -295,15 +311,22 @@ func (o *output) Flush() error {
 	if o.held == 0 {
 		return nil
 	}
-	d := &protocol.Delta{Text: string(o.text), Reasoning: string(o.reasoning)}
-	n := o.held
-	o.text, o.reasoning, o.held = o.text[:0], o.reasoning[:0], 0
-	return o.send(d, n)
+	return o.send(o.take())
 }
 
-// send sends one delta frame of n pieces, waiting for credit if the coordinator has none left
-// for it.
-func (o *output) send(d *protocol.Delta, n int) error {
+// take returns the pieces held back as one delta, or nil.
+func (o *output) take() *protocol.Delta {
+	if o.held == 0 {
+		return nil
+	}
+	d := &protocol.Delta{Text: string(o.text), Reasoning: string(o.reasoning)}
+	o.sent += o.held
+	o.text, o.reasoning, o.held = o.text[:0], o.reasoning[:0], 0
+	return d
+}
+
+// send sends one delta frame, waiting for credit if the coordinator has none left for it.
+func (o *output) send(d *protocol.Delta) error {
 	for o.credit == 0 {
 		select {
 		case n := <-o.grants:
@@ -313,11 +336,7 @@ func (o *output) send(d *protocol.Delta, n int) error {
 		}
 	}
 	o.credit--
-	if err := o.c.send(protocol.Frame{Type: protocol.TypeDelta, Job: o.id, Delta: d}); err != nil {
-		return err
-	}
-	o.sent += n
-	return nil
+	return o.c.send(protocol.Frame{Type: protocol.TypeDelta, Job: o.id, Delta: d})
 }
 
 // send queues a frame for the writer; it fails once the connection is gone.
@@ -330,7 +349,7 @@ func (c *conn) send(fr protocol.Frame) error {
 	}
 }
 
-func (c *conn) writeLoop(ctx context.Context) error {
+func (c *conn) writeLoop(ctx, wsctx context.Context) error {
 	batch := make([]protocol.Frame, 0, 64)
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -356,7 +375,7 @@ func (c *conn) writeLoop(ctx context.Context) error {
 				return fmt.Errorf("encode frame: %w", err)
 			}
 		}
-		if err := c.ws.Write(ctx, websocket.MessageText, buf.Bytes()); err != nil {
+		if err := c.ws.Write(wsctx, websocket.MessageText, buf.Bytes()); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}

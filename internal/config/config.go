@@ -156,7 +156,7 @@ type Provider struct {
 func (p *Provider) Flags(fs *flag.FlagSet) {
 	host, _ := os.Hostname()
 	fs.StringVar(&p.Coordinator, "coordinator", "http://127.0.0.1:8080", "the coordinator's URL")
-	fs.StringVar(&p.Token, "token", "", "provider token (spt-…) from `shareai keys create --provider`")
+	fs.StringVar(&p.Token, "token", "", "provider token (spt-…), made with: shareai keys create --provider")
 	fs.StringVar(&p.DataDir, "data-dir", "./.shareai-node", "directory that keeps the node key (the node's identity)")
 	fs.StringVar(&p.Name, "name", host, "the node's display name")
 	fs.StringVar(&p.Region, "region", "", "the node's region: ISO country code such as de, us, jp")

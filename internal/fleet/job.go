@@ -33,10 +33,11 @@ func (f *Fleet) Dispatch(o *Offer, req *protocol.Request) (*Job, error) {
 	var b [12]byte
 	rand.Read(b[:])
 	j := &Job{
-		ID:     "job_" + nodeIDEncoding.EncodeToString(b[:]),
-		Offer:  o,
-		sess:   s,
-		events: make(chan protocol.Frame, protocol.Window+1),
+		ID:    "job_" + nodeIDEncoding.EncodeToString(b[:]),
+		Offer: o,
+		sess:  s,
+		// Room for a full window of deltas, the last delta riding on the end frame, and the end.
+		events: make(chan protocol.Frame, protocol.Window+2),
 	}
 	s.mu.Lock()
 	if s.jobs == nil {

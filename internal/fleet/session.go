@@ -111,22 +111,35 @@ func (s *session) run(ctx context.Context, accountID string) error {
 		s.close(errCoordinatorClosing)
 		return errCoordinatorClosing
 	}
+	defer s.fleet.remove(node)
 	if replaced != nil {
 		replaced.sess.close(errReplaced)
 	}
+	// Registered goes out only now that the node is in the fleet, so a request that follows the
+	// agent's readiness finds the node. Jobs dispatched meanwhile wait in s.out for the writer.
+	var buf bytes.Buffer
+	err = s.writeFrames(ctx, &buf, []protocol.Frame{{Type: protocol.TypeRegistered, Registered: &protocol.Registered{
+		NodeID: node.ID, HeartbeatInterval: s.fleet.cfg.HeartbeatInterval.Milliseconds(),
+	}}})
+	if err != nil {
+		s.close(err)
+		return fmt.Errorf("send registered: %w", err)
+	}
 	s.fleet.log.Info("node registered", logNode, node.ID, "name", node.Name, "region", node.Region,
 		"engine", node.Engine, "offers", len(node.Offers))
-	defer s.fleet.remove(node)
 
+	// WebSocket reads and writes get ctx, which is never cancelled: a cancellable context costs
+	// a context.AfterFunc per read and write. Closing the connection stops them instead.
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return s.readLoop(gctx) })
-	g.Go(func() error { return s.writeLoop(gctx) })
+	g.Go(func() error { return s.readLoop(ctx) })
+	g.Go(func() error { return s.writeLoop(gctx, ctx) })
 	g.Go(func() error { return s.watchdog(gctx) })
 	g.Go(func() error {
 		select {
-		case <-s.done:
+		case <-s.done: // closed from outside
 			return s.err
-		case <-gctx.Done():
+		case <-gctx.Done(): // a loop failed: close, so that the others stop
+			s.close(context.Cause(gctx))
 			return nil
 		}
 	})
@@ -140,7 +153,8 @@ func (s *session) handshake(ctx context.Context, accountID string) (*Node, error
 	defer cancel()
 	nonce := make([]byte, 32)
 	rand.Read(nonce)
-	if err := s.writeFrames(ctx, []protocol.Frame{{Type: protocol.TypeChallenge, Challenge: &protocol.Challenge{Nonce: nonce}}}); err != nil {
+	var buf bytes.Buffer
+	if err := s.writeFrames(ctx, &buf, []protocol.Frame{{Type: protocol.TypeChallenge, Challenge: &protocol.Challenge{Nonce: nonce}}}); err != nil {
 		return nil, fmt.Errorf("send challenge: %w", err)
 	}
 	_, msg, err := s.conn.Read(ctx)
@@ -180,12 +194,6 @@ func (s *session) handshake(ctx context.Context, accountID string) (*Node, error
 		return nil, err
 	}
 	s.lastSeen = now
-	err = s.writeFrames(ctx, []protocol.Frame{{Type: protocol.TypeRegistered, Registered: &protocol.Registered{
-		NodeID: node.ID, HeartbeatInterval: s.fleet.cfg.HeartbeatInterval.Milliseconds(),
-	}}})
-	if err != nil {
-		return nil, fmt.Errorf("send registered: %w", err)
-	}
 	return node, nil
 }
 
@@ -276,8 +284,9 @@ func (s *session) send(fr protocol.Frame) error {
 	}
 }
 
-func (s *session) writeLoop(ctx context.Context) error {
+func (s *session) writeLoop(ctx, wsctx context.Context) error {
 	batch := make([]protocol.Frame, 0, 64)
+	var buf bytes.Buffer
 	for {
 		select {
 		case fr := <-s.out:
@@ -296,34 +305,32 @@ func (s *session) writeLoop(ctx context.Context) error {
 				break drain
 			}
 		}
-		if err := s.writeFrames(ctx, batch); err != nil {
+		if err := s.writeFrames(wsctx, &buf, batch); err != nil {
 			return fmt.Errorf("write to node: %w", err)
 		}
 	}
 }
 
-// writeFrames writes frames as one WebSocket message.
-func (s *session) writeFrames(ctx context.Context, frames []protocol.Frame) error {
-	w, err := s.conn.Writer(ctx, websocket.MessageText)
-	if err != nil {
-		return err
-	}
-	enc := json.NewEncoder(w)
+// writeFrames writes frames as one WebSocket message, encoded in buf.
+func (s *session) writeFrames(ctx context.Context, buf *bytes.Buffer, frames []protocol.Frame) error {
+	buf.Reset()
+	enc := json.NewEncoder(buf)
 	for i := range frames {
 		if err := enc.Encode(&frames[i]); err != nil {
-			w.Close()
 			return err
 		}
 	}
-	return w.Close()
+	return s.conn.Write(ctx, websocket.MessageText, buf.Bytes())
 }
 
 func (s *session) readLoop(ctx context.Context) error {
 	for {
 		_, msg, err := s.conn.Read(ctx)
 		if err != nil {
-			if ctx.Err() != nil {
+			select {
+			case <-s.done: // closed on purpose
 				return nil
+			default:
 			}
 			return fmt.Errorf("read from node: %w", err)
 		}
@@ -348,7 +355,7 @@ func (s *session) handle(fr protocol.Frame) error {
 	case protocol.TypeHeartbeat:
 		return nil
 	case protocol.TypeDelta, protocol.TypeEnd:
-		if (fr.Type == protocol.TypeDelta) != (fr.Delta != nil) || (fr.Type == protocol.TypeEnd) != (fr.End != nil) {
+		if (fr.Type == protocol.TypeDelta && fr.Delta == nil) || (fr.Type == protocol.TypeEnd) != (fr.End != nil) {
 			return fmt.Errorf("protocol violation: %s frame without its body", fr.Type)
 		}
 		s.mu.Lock()
@@ -360,11 +367,16 @@ func (s *session) handle(fr protocol.Frame) error {
 		if j == nil {
 			return nil // a job that already ended on this side
 		}
-		if fr.Type == protocol.TypeEnd {
-			j.finish(fr)
-			return nil
+		if fr.Type == protocol.TypeDelta {
+			return j.deliver(fr)
 		}
-		return j.deliver(fr)
+		if fr.Delta != nil {
+			// The last delta, riding on the end frame: the job's buffer keeps room for it.
+			j.events <- protocol.Frame{Type: protocol.TypeDelta, Job: fr.Job, Delta: fr.Delta}
+			fr.Delta = nil
+		}
+		j.finish(fr)
+		return nil
 	default:
 		return fmt.Errorf("protocol violation: unexpected %q frame from node", fr.Type)
 	}

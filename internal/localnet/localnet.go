@@ -213,6 +213,7 @@ func (n *Net) StopCoordinator() error {
 func (n *Net) startAgents(ctx context.Context) error {
 	actx, cancel := context.WithCancel(context.Background())
 	n.stopAgents = cancel
+	var failed []chan error
 	for i := range n.cfg.Providers {
 		eng, err := n.cfg.NewEngine(i)
 		if err != nil {
@@ -239,15 +240,21 @@ func (n *Net) startAgents(ctx context.Context) error {
 			return err
 		}
 		n.Agents = append(n.Agents, a)
+		stopped := make(chan error, 1)
+		failed = append(failed, stopped)
 		n.agentsDone.Go(func() {
-			if err := a.Run(actx); err != nil {
+			err := a.Run(actx)
+			if err != nil {
 				n.cfg.Log.Error("agent stopped", "agent", i+1, "err", err)
 			}
+			stopped <- err
 		})
 	}
-	for _, a := range n.Agents {
+	for i, a := range n.Agents {
 		select {
 		case <-a.Ready():
+		case err := <-failed[i]:
+			return fmt.Errorf("provider %d stopped before registering: %w", i+1, err)
 		case <-ctx.Done():
 			return ctx.Err()
 		}

@@ -21,6 +21,9 @@
 //	coordinator → agent  cancel      {job id}
 //	agent → coordinator  end         {job id, finish reason, usage | error}
 //
+// An end frame may carry the job's last delta too (outside the credit window), so a short answer
+// travels in one frame.
+//
 // Every job the coordinator sends is answered by exactly one end frame, also when it is
 // cancelled: the coordinator frees the job's slot only then.
 //

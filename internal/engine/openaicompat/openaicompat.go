@@ -13,6 +13,7 @@
 package openaicompat
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -126,7 +127,8 @@ func (e *Engine) upstreamName(offered string) string {
 }
 
 // Models returns the configured models, or asks the server with GET {BaseURL}/models. The
-// context length comes from vLLM's max_model_len or llama.cpp's meta.n_ctx, 0 when neither is
+// context length comes from vLLM's max_model_len, ShareAI's context_length or llama.cpp's
+// meta.n_ctx, 0 when none is
 // given. A discovered model that Config.Upstream maps offered names to is listed under those
 // names.
 func (e *Engine) Models(ctx context.Context) ([]engine.Model, error) {
@@ -162,9 +164,10 @@ const maxModelsBody = 16 << 20
 // which is ignored.
 type modelList struct {
 	Data []struct {
-		ID          string `json:"id"`
-		MaxModelLen int    `json:"max_model_len"` // vLLM, SGLang
-		Meta        *struct {
+		ID            string `json:"id"`
+		MaxModelLen   int    `json:"max_model_len"`  // vLLM, SGLang
+		ContextLength int    `json:"context_length"` // ShareAI, OpenRouter
+		Meta          *struct {
 			NCtx int `json:"n_ctx"` // llama.cpp
 		} `json:"meta"`
 	} `json:"data"`
@@ -186,7 +189,7 @@ func (e *Engine) parseModels(body []byte) ([]engine.Model, error) {
 		if d.ID == "" {
 			continue
 		}
-		ctxLen := d.MaxModelLen
+		ctxLen := cmp.Or(d.MaxModelLen, d.ContextLength)
 		if ctxLen == 0 && d.Meta != nil {
 			ctxLen = d.Meta.NCtx
 		}

@@ -170,7 +170,9 @@ func (e *Engine) Run(ctx context.Context, req *protocol.Request, out engine.Outp
 		}
 		return engine.Result{}, err
 	}
-	// Read the end of the answer so that the connection can be reused.
+	// Read the end of the answer so that the connection can be reused. The answer is whole, so
+	// what out holds need not be flushed first: it goes with the job's end.
+	r.pending = false
 	t := time.AfterFunc(drainTimeout, cancel)
 	r.sse.br.Discard(maxPooled)
 	t.Stop()
