@@ -29,6 +29,10 @@ func want(t *testing.T, prompt string, seed int64) string {
 }
 
 func chatParams(prompt string, seed int64) openai.ChatCompletionNewParams {
+	return chatParamsFor(model, prompt, seed)
+}
+
+func chatParamsFor(model, prompt string, seed int64) openai.ChatCompletionNewParams {
 	return openai.ChatCompletionNewParams{
 		Model:    model,
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)},

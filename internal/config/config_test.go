@@ -1,0 +1,65 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"strings"
+	"testing"
+)
+
+func TestProvider_Validate(t *testing.T) {
+	valid := func() Provider {
+		var p Provider
+		p.Flags(flag.NewFlagSet("t", flag.ContinueOnError))
+		p.Token = "spt-x"
+		return p
+	}
+	tests := []struct {
+		name   string
+		change func(*Provider)
+		field  string // "" when valid
+	}{
+		{"defaults with a token", func(*Provider) {}, ""},
+		{"no token", func(p *Provider) { p.Token = "" }, "token"},
+		{"coordinator not a URL", func(p *Provider) { p.Coordinator = "coord:8080" }, "coordinator"},
+		{"openai without upstream", func(p *Provider) { p.Engine = "openai" }, "upstream"},
+		{"unknown engine", func(p *Provider) { p.Engine = "tpu" }, "engine"},
+		{"no slots", func(p *Provider) { p.MaxConcurrent = 0 }, "max-concurrent"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := valid()
+			tt.change(&p)
+			err := p.Validate()
+			var fe *FieldError
+			switch {
+			case tt.field == "" && err != nil:
+				t.Errorf("Validate() = %v, want nil", err)
+			case tt.field != "" && (!errors.As(err, &fe) || fe.Field != tt.field):
+				t.Errorf("Validate() = %v, want an error about --%s", err, tt.field)
+			}
+		})
+	}
+}
+
+func TestBind_EnvironmentSetsDefaults(t *testing.T) {
+	var c Coordinator
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	c.Flags(fs)
+	env := map[string]string{"SHAREAI_ADDR": "0.0.0.0:9999", "SHAREAI_LOG_LEVEL": "debug"}
+	if err := Bind(fs, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Parse([]string{"--log-level", "warn"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != "0.0.0.0:9999" || c.Log.Level != "warn" {
+		t.Errorf("addr %q, log level %q; want the environment's addr and the flag's level", c.Addr, c.Log.Level)
+	}
+	var b strings.Builder
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	if !strings.Contains(b.String(), "0.0.0.0:9999") {
+		t.Error("--help does not show the default taken from the environment")
+	}
+}
