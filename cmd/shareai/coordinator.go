@@ -44,9 +44,11 @@ SQLite in --data-dir. Create keys with 'shareai keys' on this machine.`); err !=
 		return err
 	}
 	defer st.Close()
+	fee, _ := cfg.Money.FeeBasisPoints()
 	c := coordinator.New(coordinator.Config{
 		Store: st, Log: log, DrainTimeout: cfg.DrainTimeout, HeartbeatInterval: cfg.HeartbeatInterval,
 		MaxBodyBytes: cfg.MaxBodyBytes, TLS: tlsCfg,
+		FeeBasisPoints: fee, SettlementDelay: cfg.Money.SettlementDelay, DefaultMaxTokens: cfg.Money.DefaultMaxTokens,
 	})
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

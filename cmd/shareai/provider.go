@@ -44,7 +44,9 @@ The node key is kept in --data-dir; keep it to keep the node's identity.`); err 
 		hw.GPUs = []protocol.GPU{{Name: "Simulated GPU", VRAMMiB: 24576}}
 		log.Info("using the simulated engine: answers are simulated text, not a real model")
 	}
+	in, out, _ := cfg.Ask.Prices()
 	a, err := agent.New(agent.Config{
+		InputPrice: in, OutputPrice: out,
 		Coordinator: cfg.Coordinator, Token: cfg.Token, DataDir: cfg.DataDir, Name: cfg.Name,
 		Region: cfg.Region, Engine: eng, MaxConcurrent: cfg.MaxConcurrent, ContextLength: cfg.ContextLength, Hardware: hw,
 		Version: version, Log: log,

@@ -10,6 +10,7 @@ import (
 	"github.com/shareai/shareai/internal/config"
 	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/localnet"
+	"github.com/shareai/shareai/internal/money"
 )
 
 func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -29,7 +30,11 @@ environment for OpenAI SDKs once the network can serve. Ctrl-C stops everything.
 	if err != nil {
 		return err
 	}
+	in, out, _ := cfg.Ask.Prices()
+	fee, _ := cfg.Money.FeeBasisPoints()
+	credit, _ := money.ParseUSD(cfg.Credit)
 	n, err := localnet.Start(ctx, localnet.Config{
+		InputPrice: in, OutputPrice: out, FeeBasisPoints: fee, SettlementDelay: cfg.Money.SettlementDelay, Credit: credit,
 		DataDir: cfg.DataDir, Addr: cfg.Addr, Providers: cfg.Providers, MaxConcurrent: cfg.MaxConcurrent,
 		Version: version, Log: log,
 		NewEngine: func(int) (engine.Engine, error) {

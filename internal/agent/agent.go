@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/shareai/shareai/internal/engine"
+	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
 )
 
@@ -46,9 +47,11 @@ type Config struct {
 	MaxConcurrent int // default 4
 	// ContextLength is advertised for models whose engine does not say.
 	ContextLength int
-	Hardware      protocol.Hardware
-	Version       string // the agent's build version
-	Log           *slog.Logger
+	// Ask is the provider's price for every offer, per million input and output tokens.
+	InputPrice, OutputPrice money.Price
+	Hardware                protocol.Hardware
+	Version                 string // the agent's build version
+	Log                     *slog.Logger
 }
 
 // Agent is a running provider agent.
@@ -180,7 +183,10 @@ func (a *Agent) offers(ctx context.Context) ([]protocol.Offer, error) {
 	}
 	offers := make([]protocol.Offer, len(models))
 	for i, m := range models {
-		offers[i] = protocol.Offer{Model: m.Name, ContextLength: cmp.Or(m.ContextLength, a.cfg.ContextLength), MaxConcurrent: a.cfg.MaxConcurrent}
+		offers[i] = protocol.Offer{
+			Model: m.Name, ContextLength: cmp.Or(m.ContextLength, a.cfg.ContextLength), MaxConcurrent: a.cfg.MaxConcurrent,
+			InputPrice: int64(a.cfg.InputPrice), OutputPrice: int64(a.cfg.OutputPrice),
+		}
 	}
 	return offers, nil
 }

@@ -10,12 +10,13 @@ import (
 
 // Error types and codes, as OpenAI names them where OpenAI has a name.
 const (
-	TypeInvalidRequest = "invalid_request_error"
-	TypeAuthentication = "authentication_error"
-	TypeNotFound       = "not_found_error"
-	TypeUnavailable    = "service_unavailable_error"
-	TypeServer         = "server_error"
-	TypeUpstream       = "upstream_error"
+	TypeInvalidRequest    = "invalid_request_error"
+	TypeAuthentication    = "authentication_error"
+	TypeNotFound          = "not_found_error"
+	TypeUnavailable       = "service_unavailable_error"
+	TypeServer            = "server_error"
+	TypeUpstream          = "upstream_error"
+	TypeInsufficientQuota = "insufficient_quota"
 
 	CodeMissingAPIKey       = "missing_api_key"
 	CodeInvalidAPIKey       = "invalid_api_key"
@@ -26,6 +27,8 @@ const (
 	CodeUnsupported         = "unsupported_parameter"
 	CodeInvalidValue        = "invalid_value"
 	CodeProviderError       = "provider_error"
+	CodeInsufficientCredits = "insufficient_credits"
+	CodeSpendLimitExceeded  = "spend_limit_exceeded"
 )
 
 // Error is an error the buyer sees, in OpenAI's shape:

@@ -12,11 +12,12 @@ const (
 	ObjectTextCompletion      = "text_completion"
 )
 
-// Usage is a response's token counts.
+// Usage is a response's token counts, and what they cost the buyer in USD.
 type Usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens     int     `json:"prompt_tokens"`
+	CompletionTokens int     `json:"completion_tokens"`
+	TotalTokens      int     `json:"total_tokens"`
+	Cost             float64 `json:"cost"`
 }
 
 // ChatCompletion is a non-streamed chat answer.

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shareai/shareai/internal/money"
 )
 
 // FieldError is one invalid setting.
@@ -95,7 +97,68 @@ type Coordinator struct {
 	DrainTimeout      time.Duration
 	HeartbeatInterval time.Duration
 	MaxBodyBytes      int64
+	Money             Money
 	Log               Log
+}
+
+// Money is the coordinator's billing configuration.
+type Money struct {
+	FeePercent       string // platform fee, percent of the node's ask
+	SettlementDelay  time.Duration
+	DefaultMaxTokens int
+}
+
+// Flags registers the billing flags.
+func (m *Money) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&m.FeePercent, "platform-fee", "5", "platform fee in percent, added to the serving node's ask")
+	fs.DurationVar(&m.SettlementDelay, "settlement-delay", 72*time.Hour, "how long providers' earnings stay pending before they can be paid out")
+	fs.IntVar(&m.DefaultMaxTokens, "default-max-tokens", 4096, "completion bound, for holds and bills, of requests without max_tokens")
+}
+
+// FeeBasisPoints returns the fee in 1/100 of a percent.
+func (m *Money) FeeBasisPoints() (int, error) {
+	p, err := money.ParseUSD(m.FeePercent) // a decimal with up to 9 places, read exactly
+	if err != nil || p < 0 || p > 100*money.USD || p%(money.USD/100) != 0 {
+		return 0, &FieldError{"platform-fee", fmt.Sprintf("%q is not a percentage between 0 and 100 with at most 2 decimals", m.FeePercent)}
+	}
+	return int(p / (money.USD / 100)), nil
+}
+
+// Validate checks the settings.
+func (m *Money) Validate() error {
+	var errs []error
+	if _, err := m.FeeBasisPoints(); err != nil {
+		errs = append(errs, err)
+	}
+	if m.SettlementDelay < 0 {
+		errs = append(errs, &FieldError{"settlement-delay", "must not be negative"})
+	}
+	if m.DefaultMaxTokens < 1 {
+		errs = append(errs, &FieldError{"default-max-tokens", "must be at least 1"})
+	}
+	return errors.Join(errs...)
+}
+
+// Ask is a provider's price.
+type Ask struct {
+	Input, Output string // USD per million tokens
+}
+
+// Flags registers the price flags.
+func (a *Ask) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&a.Input, "price-input", "0.05", "ask in USD per 1M input (prompt) tokens: the provider's price floor")
+	fs.StringVar(&a.Output, "price-output", "0.10", "ask in USD per 1M output (completion) tokens")
+}
+
+// Prices parses the ask.
+func (a *Ask) Prices() (in, out money.Price, err error) {
+	if in, err = money.ParsePrice(a.Input); err != nil {
+		return 0, 0, &FieldError{"price-input", err.Error()}
+	}
+	if out, err = money.ParsePrice(a.Output); err != nil {
+		return 0, 0, &FieldError{"price-output", err.Error()}
+	}
+	return in, out, nil
 }
 
 // Flags registers the coordinator's flags with their defaults.
@@ -107,6 +170,7 @@ func (c *Coordinator) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "how long shutdown waits for streams in flight")
 	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", 5*time.Second, "how often agents send heartbeats")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", 16<<20, "largest request body accepted")
+	c.Money.Flags(fs)
 	c.Log.Flags(fs)
 }
 
@@ -131,6 +195,7 @@ func (c *Coordinator) Validate() error {
 	if c.MaxBodyBytes < 1024 {
 		errs = append(errs, &FieldError{"max-body-bytes", "must be at least 1024"})
 	}
+	errs = append(errs, c.Money.Validate())
 	return errors.Join(errs...)
 }
 
@@ -149,6 +214,7 @@ type Provider struct {
 	ContextLength  int
 	SimTTFT        time.Duration
 	SimTPS         float64
+	Ask            Ask
 	Log            Log
 }
 
@@ -168,6 +234,7 @@ func (p *Provider) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&p.ContextLength, "context-length", 0, "context length to advertise when the engine does not say")
 	fs.DurationVar(&p.SimTTFT, "sim-ttft", 150*time.Millisecond, "sim engine: time to first token")
 	fs.Float64Var(&p.SimTPS, "sim-tps", 60, "sim engine: tokens per second (0: no delay)")
+	p.Ask.Flags(fs)
 	p.Log.Flags(fs)
 }
 
@@ -204,6 +271,9 @@ func (p *Provider) Validate() error {
 	if p.SimTTFT < 0 || p.SimTPS < 0 {
 		errs = append(errs, &FieldError{"sim-tps", "sim timings must not be negative"})
 	}
+	if _, _, err := p.Ask.Prices(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -232,6 +302,9 @@ type Up struct {
 	SimTTFT        time.Duration
 	SimTPS         float64
 	MaxConcurrent  int
+	Ask            Ask
+	Money          Money
+	Credit         string // USD given to the local buyer on first start
 	Log            Log
 }
 
@@ -246,6 +319,9 @@ func (u *Up) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&u.SimTTFT, "sim-ttft", 150*time.Millisecond, "sim engine: time to first token")
 	fs.Float64Var(&u.SimTPS, "sim-tps", 60, "sim engine: tokens per second (0: no delay)")
 	fs.IntVar(&u.MaxConcurrent, "max-concurrent", 8, "jobs each agent runs at once per model")
+	fs.StringVar(&u.Credit, "credit", "100", "USD credited to the local buyer's account on first start")
+	u.Ask.Flags(fs)
+	u.Money.Flags(fs)
 	u.Log.Flags(fs)
 }
 
@@ -268,5 +344,12 @@ func (u *Up) Validate() error {
 	if u.SimTTFT < 0 || u.SimTPS < 0 {
 		errs = append(errs, &FieldError{"sim-tps", "sim timings must not be negative"})
 	}
+	if _, _, err := u.Ask.Prices(); err != nil {
+		errs = append(errs, err)
+	}
+	if c, err := money.ParseUSD(u.Credit); err != nil || c < 0 {
+		errs = append(errs, &FieldError{"credit", "want an amount of USD such as 100"})
+	}
+	errs = append(errs, u.Money.Validate())
 	return errors.Join(errs...)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/gateway"
+	"github.com/shareai/shareai/internal/ledger"
 	"github.com/shareai/shareai/internal/store"
 )
 
@@ -29,6 +30,10 @@ type Config struct {
 	MaxBodyBytes      int64         // default 16 MiB
 	KeyCacheTTL       time.Duration // default 10s
 	TLS               *tls.Config   // nil: plain HTTP
+	// FeeBasisPoints is the platform fee on top of nodes' asks (500 = 5%).
+	FeeBasisPoints   int
+	SettlementDelay  time.Duration // providers' earnings stay pending this long; default 72h
+	DefaultMaxTokens int           // bounds requests without max_tokens; default 4096
 }
 
 // Coordinator is a running coordinator.
@@ -36,6 +41,7 @@ type Coordinator struct {
 	cfg     Config
 	log     *slog.Logger
 	Fleet   *fleet.Fleet
+	Ledger  *ledger.Ledger
 	Gateway *gateway.Gateway
 	handler http.Handler
 	closing atomic.Bool
@@ -56,8 +62,12 @@ func New(cfg Config) *Coordinator {
 		HeartbeatInterval: cfg.HeartbeatInterval,
 		Log:               cfg.Log,
 	})
+	c.Ledger = ledger.New(ledger.Config{
+		Store: cfg.Store, FeeBasisPoints: cfg.FeeBasisPoints, SettlementDelay: cfg.SettlementDelay,
+		DefaultMaxTokens: cfg.DefaultMaxTokens, Log: cfg.Log,
+	})
 	c.Gateway = gateway.New(gateway.Config{
-		Store: cfg.Store, Fleet: c.Fleet, Log: cfg.Log,
+		Store: cfg.Store, Fleet: c.Fleet, Ledger: c.Ledger, Log: cfg.Log,
 		MaxBodyBytes: cfg.MaxBodyBytes, KeyCacheTTL: cfg.KeyCacheTTL,
 	})
 	mux := http.NewServeMux()
@@ -106,8 +116,15 @@ func (c *Coordinator) Handler() http.Handler { return c.handler }
 
 // Serve serves on ln until ctx is done, then shuts down gracefully: it stops accepting
 // requests, lets streams in flight finish (up to DrainTimeout), disconnects the agents (they
-// reconnect on their own) and writes the last usage records. It does not close the store.
+// reconnect on their own) and settles the last bills. Before serving, it voids the holds a
+// crash left open. It does not close the store.
 func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
+	if n, err := c.Ledger.Recover(ctx); err != nil {
+		ln.Close()
+		return fmt.Errorf("close holds left open: %w", err)
+	} else if n > 0 {
+		c.log.Warn("voided holds left open by an unclean stop", "holds", n)
+	}
 	srv := &http.Server{
 		Handler:           c.handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -118,6 +135,7 @@ func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
 	bg, stopBg := context.WithCancel(context.Background())
 	defer stopBg()
 	go c.Fleet.Run(bg)
+	go c.Ledger.Run(bg, time.Minute)
 
 	errc := make(chan error, 1)
 	go func() {
@@ -140,7 +158,7 @@ func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
 		srv.Close()
 	}
 	c.Fleet.Close()
-	c.Gateway.Close()
+	c.Ledger.Close()
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}

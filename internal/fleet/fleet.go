@@ -279,6 +279,9 @@ func (o *Offer) Acquire() bool {
 	return true
 }
 
+// Release frees a slot taken with Acquire that no job used.
+func (o *Offer) Release() { o.release() }
+
 func (o *Offer) release() {
 	o.mu.Lock()
 	o.running--

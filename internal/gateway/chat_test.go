@@ -351,3 +351,5 @@ func TestChat_100ConcurrentStreams(t *testing.T) {
 		t.Errorf("streams per node %v; want both nodes used", nodes)
 	}
 }
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }

@@ -1,14 +1,19 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/shareai/shareai/internal/api"
 	"github.com/shareai/shareai/internal/fleet"
+	"github.com/shareai/shareai/internal/ledger"
 	"github.com/shareai/shareai/internal/matcher"
+	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/relay"
 	"github.com/shareai/shareai/internal/store"
@@ -42,13 +47,16 @@ func (g *Gateway) completions(w http.ResponseWriter, r *http.Request, c *call) e
 // being picked and receiving the job.
 const maxDispatchAttempts = 3
 
-// serve runs a validated request on a node and relays the answer.
+// serve runs a validated request on a node, relays the answer and bills it.
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *protocol.Request, stream bool, opts *api.StreamOptions) error {
-	job, err := g.dispatch(req)
+	promptBytes := len(req.Messages) + len(req.Prompt)
+	bounds := ledger.Bounds{PromptTokens: ledger.PromptBound(promptBytes)}
+	job, ask, err := g.dispatch(r.Context(), c, req, &bounds)
 	if err != nil {
 		return err
 	}
-	w.Header().Set(HeaderNode, job.Offer.Node.ID)
+	node := job.Offer.Node
+	w.Header().Set(HeaderNode, node.ID)
 
 	a := relay.Answer{Model: req.Model, Created: c.start.Unix(), IncludeUsage: opts != nil && opts.IncludeUsage}
 	chat := req.Kind == protocol.KindChat
@@ -69,12 +77,19 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 	default:
 		sink = relay.NewCompletionCollect(w, a)
 	}
-	res := relay.Run(r.Context(), job, sink, c.start)
+	work := func(u protocol.Usage, delivered int) ledger.Work {
+		return ledger.Work{NodeID: node.ID, ProviderID: node.AccountID, Ask: ask,
+			PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, DeliveredBytes: delivered}
+	}
+	var bill *ledger.Bill
+	res := relay.Run(r.Context(), job, sink, c.start, func(u protocol.Usage, delivered int) (protocol.Usage, money.Nanos) {
+		bill = g.cfg.Ledger.Price(c.id, bounds, []ledger.Work{work(u, delivered)})
+		return protocol.Usage{PromptTokens: bill.PromptTokens, CompletionTokens: bill.CompletionTokens}, bill.Cost()
+	})
 
 	u := &store.Usage{
 		RequestID: c.id, AccountID: c.key.AccountID, KeyID: c.key.ID, Model: req.Model,
-		NodeID: job.Offer.Node.ID, Endpoint: req.Kind, Stream: stream,
-		PromptTokens: res.Usage.PromptTokens, CompletionTokens: res.Usage.CompletionTokens,
+		NodeID: node.ID, Region: node.Region, Endpoint: req.Kind, Stream: stream, FinishReason: res.FinishReason,
 		TTFT: res.TTFT, Duration: g.cfg.Now().Sub(c.start), CreatedAt: c.start,
 	}
 	var reqErr error
@@ -93,38 +108,111 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 			u.Outcome = store.OutcomeRejected
 		}
 	}
-	g.usage.add(u)
+	if bill == nil && res.Outcome != relay.Refused {
+		// Cut short: the buyer pays for what was delivered. A node stopped before it reported
+		// usage read the prompt all the same: bill the coordinator's estimate of it.
+		used := res.Usage
+		if used.PromptTokens == 0 {
+			used.PromptTokens = promptBytes/4 + 1
+		}
+		bill = g.cfg.Ledger.Price(c.id, bounds, []ledger.Work{work(used, res.Delivered)})
+	}
+	if bill == nil {
+		bill = g.cfg.Ledger.Price(c.id, bounds, nil) // refused before anything was delivered: nothing to pay
+	}
+	if len(bill.Clamped) > 0 {
+		g.log.Warn("node claimed more tokens than it delivered; billed the bound", logRequestID, c.id, logNode, node.ID,
+			"claimed_prompt", res.Usage.PromptTokens, "claimed_completion", res.Usage.CompletionTokens,
+			"billed_prompt", bill.PromptTokens, "billed_completion", bill.CompletionTokens)
+	}
+	u.PromptTokens, u.CompletionTokens = bill.PromptTokens, bill.CompletionTokens
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
+	defer cancel()
+	if err := g.cfg.Ledger.Settle(ctx, bill, u); err != nil {
+		// The hold stays open; the next start-up voids it, so the buyer is never charged twice.
+		g.log.Error("settle request", logRequestID, c.id, "err", err)
+	}
 	if res.Outcome != relay.OK {
-		g.log.Debug("request ended early", logRequestID, c.id, logNode, job.Offer.Node.ID, "outcome", u.Outcome, "err", res.Err)
+		g.log.Debug("request ended early", logRequestID, c.id, logNode, node.ID, "outcome", u.Outcome, "err", res.Err)
 	}
 	return reqErr
 }
 
-// dispatch picks a node and sends it the job.
-func (g *Gateway) dispatch(req *protocol.Request) (*fleet.Job, error) {
-	var lastErr error
+// dispatch picks a node, holds the most the request can cost there, and sends it the job.
+func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, bounds *ledger.Bounds) (*fleet.Job, ledger.Ask, error) {
+	var (
+		lastErr error
+		held    money.Nanos // once held, only nodes within the hold are tried
+	)
 	for range maxDispatchAttempts {
 		offers := g.cfg.Fleet.Offers(req.Model)
-		if len(offers) == 0 {
-			if lastErr != nil {
-				break
-			}
-			return nil, &api.Error{Status: http.StatusNotFound, Type: api.TypeInvalidRequest, Param: "model", Code: api.CodeModelNotFound,
+		if len(offers) == 0 && lastErr == nil {
+			return nil, ledger.Ask{}, &api.Error{Status: http.StatusNotFound, Type: api.TypeInvalidRequest, Param: "model", Code: api.CodeModelNotFound,
 				Message: fmt.Sprintf("The model '%s' does not exist or no node serves it now. GET /v1/models lists the models served on the network.", req.Model)}
+		}
+		if held > 0 {
+			offers = slices.DeleteFunc(offers, func(o *fleet.Offer) bool { return g.maxCost(o, req, *bounds) > held })
 		}
 		offer, np := matcher.Pick(req.Model, offers)
 		if np != nil {
-			return nil, &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Code: api.CodeNoProviderAvailable,
+			if lastErr != nil {
+				break
+			}
+			return nil, ledger.Ask{}, &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Code: api.CodeNoProviderAvailable,
 				Message: fmt.Sprintf("No node can take this request now (%s). Retry shortly.", np)}
+		}
+		if held == 0 {
+			bounds.CompletionTokens = g.cfg.Ledger.CompletionBound(req.MaxTokens, offer.ContextLength)
+			amount := g.maxCost(offer, req, *bounds)
+			if err := g.cfg.Ledger.Hold(ctx, c.id, c.key, amount); err != nil {
+				offer.Release()
+				return nil, ledger.Ask{}, holdError(err)
+			}
+			held = max(amount, 1)
 		}
 		job, err := g.cfg.Fleet.Dispatch(offer, req)
 		if err == nil {
-			return job, nil
+			return job, askOf(offer), nil
 		}
 		lastErr = err
 	}
-	return nil, &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Code: api.CodeNoProviderAvailable,
+	if held > 0 {
+		u := &store.Usage{RequestID: c.id, AccountID: c.key.AccountID, KeyID: c.key.ID, Model: req.Model, Endpoint: req.Kind,
+			Outcome: store.OutcomeError, Error: "no node could take the request", CreatedAt: c.start}
+		if err := g.cfg.Ledger.Void(context.WithoutCancel(ctx), c.id, u); err != nil {
+			g.log.Error("void hold", logRequestID, c.id, "err", err)
+		}
+	}
+	return nil, ledger.Ask{}, &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Code: api.CodeNoProviderAvailable,
 		Message: fmt.Sprintf("No node could take this request: %v. Retry shortly.", lastErr)}
+}
+
+func askOf(o *fleet.Offer) ledger.Ask {
+	return ledger.Ask{Input: money.Price(o.InputPrice), Output: money.Price(o.OutputPrice)}
+}
+
+func (g *Gateway) maxCost(o *fleet.Offer, req *protocol.Request, b ledger.Bounds) money.Nanos {
+	b.CompletionTokens = g.cfg.Ledger.CompletionBound(req.MaxTokens, o.ContextLength)
+	return g.cfg.Ledger.MaxCost(askOf(o), b)
+}
+
+// holdError turns a refused hold into the buyer's 402.
+func holdError(err error) error {
+	le, ok := errors.AsType[*store.LimitError](err)
+	if !ok {
+		return fmt.Errorf("hold: %w", err)
+	}
+	if le.Cap == nil {
+		return &api.Error{Status: http.StatusPaymentRequired, Type: api.TypeInsufficientQuota, Code: api.CodeInsufficientCredits,
+			Message: fmt.Sprintf("Insufficient credits: $%s available, and this request may cost up to $%s. Add credits, or lower max_tokens.", le.Available, le.Need)}
+	}
+	scope := "account"
+	if strings.HasPrefix(le.Cap.Scope, "key:") {
+		scope = "API key"
+	}
+	return &api.Error{Status: http.StatusPaymentRequired, Type: api.TypeInsufficientQuota, Code: api.CodeSpendLimitExceeded,
+		Message: fmt.Sprintf("The %s %s spend limit of $%s is reached: $%s left, and this request may cost up to $%s. The limit resets at %s.",
+			le.Cap.Period, scope, le.Cap.Limit, le.Available, le.Need, le.ResetsAt.UTC().Format(time.RFC3339))}
 }
 
 // refusal turns a job's failure before its first token into the buyer's error.

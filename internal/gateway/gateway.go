@@ -1,6 +1,6 @@
 // Package gateway serves the buyers' OpenAI-compatible API (/v1/...): it authenticates API
-// keys, validates requests, asks the matcher for a node, hands the job to the relay and records
-// each request's usage.
+// keys, validates requests, asks the matcher for a node, holds the request's most possible cost,
+// hands the job to the relay, and bills what was delivered.
 //
 // It must not be imported by the agent.
 package gateway
@@ -17,6 +17,7 @@ import (
 
 	"github.com/shareai/shareai/internal/api"
 	"github.com/shareai/shareai/internal/fleet"
+	"github.com/shareai/shareai/internal/ledger"
 	"github.com/shareai/shareai/internal/store"
 )
 
@@ -38,6 +39,7 @@ const (
 type Config struct {
 	Store        store.Store
 	Fleet        *fleet.Fleet
+	Ledger       *ledger.Ledger
 	Log          *slog.Logger
 	MaxBodyBytes int64         // default 16 MiB
 	KeyCacheTTL  time.Duration // how long a valid key is trusted without asking the store; default 10s
@@ -46,10 +48,9 @@ type Config struct {
 
 // Gateway is the buyer API.
 type Gateway struct {
-	cfg   Config
-	log   *slog.Logger
-	keys  keyCache
-	usage *usageWriter
+	cfg  Config
+	log  *slog.Logger
+	keys keyCache
 }
 
 // New returns a gateway. Call Close to flush usage records.
@@ -68,12 +69,8 @@ func New(cfg Config) *Gateway {
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Log}
 	g.keys = keyCache{ttl: cfg.KeyCacheTTL, now: cfg.Now, m: make(map[[32]byte]cachedKey)}
-	g.usage = newUsageWriter(cfg.Store, cfg.Log)
 	return g
 }
-
-// Close flushes the usage records not yet written.
-func (g *Gateway) Close() { g.usage.close() }
 
 // Register adds the gateway's routes to mux.
 func (g *Gateway) Register(mux *http.ServeMux) {

@@ -19,6 +19,7 @@ import (
 	"github.com/shareai/shareai/internal/coordinator"
 	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/engine/sim"
+	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/store"
 	"github.com/shareai/shareai/internal/store/sqlstore"
@@ -36,8 +37,14 @@ type Config struct {
 	DrainTimeout      time.Duration // default 30s
 	KeyCacheTTL       time.Duration // default 10s
 	Region            string        // the agents' region
-	Version           string
-	Log               *slog.Logger
+	// InputPrice and OutputPrice are the agents' ask.
+	InputPrice, OutputPrice money.Price
+	FeeBasisPoints          int           // the platform fee
+	SettlementDelay         time.Duration // default 72h
+	// Credit is deposited to the local buyer's account when it is created.
+	Credit  money.Nanos
+	Version string
+	Log     *slog.Logger
 }
 
 // Net is a running local network.
@@ -137,6 +144,13 @@ func (n *Net) ensureKey(ctx context.Context, secret, account, kind string) (stri
 	if err != nil {
 		return "", err
 	}
+	if kind == store.KeyBuyer && n.cfg.Credit > 0 {
+		// Once per account: the deposit's reference makes a second one a conflict.
+		err := n.Store.Deposit(ctx, acct.ID, n.cfg.Credit, "welcome-"+acct.ID, time.Now())
+		if err != nil && !errors.Is(err, store.ErrConflict) {
+			return "", fmt.Errorf("credit the local buyer: %w", err)
+		}
+	}
 	if kind == store.KeyProvider {
 		if err := n.Store.MarkProvider(ctx, acct.ID); err != nil {
 			return "", err
@@ -189,6 +203,7 @@ func (n *Net) StartCoordinator() error {
 	c := coordinator.New(coordinator.Config{
 		Store: n.Store, Log: n.cfg.Log, HeartbeatInterval: n.cfg.HeartbeatInterval,
 		DrainTimeout: n.cfg.DrainTimeout, KeyCacheTTL: n.cfg.KeyCacheTTL,
+		FeeBasisPoints: n.cfg.FeeBasisPoints, SettlementDelay: n.cfg.SettlementDelay,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	n.coord, n.stopC, n.coordErr = c, cancel, make(chan error, 1)
@@ -232,6 +247,8 @@ func (n *Net) startAgents(ctx context.Context) error {
 			Region:        n.cfg.Region,
 			Engine:        eng,
 			MaxConcurrent: n.cfg.MaxConcurrent,
+			InputPrice:    n.cfg.InputPrice,
+			OutputPrice:   n.cfg.OutputPrice,
 			Hardware:      hw,
 			Version:       n.cfg.Version,
 			Log:           n.cfg.Log.With("agent", i+1),

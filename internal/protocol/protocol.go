@@ -112,11 +112,15 @@ type GPU struct {
 	VRAMMiB int64  `json:"vram_mib,omitempty"`
 }
 
-// Offer is one model a node serves.
+// Offer is one model a node serves, at the provider's ask.
 type Offer struct {
 	Model         string `json:"model"`
 	ContextLength int    `json:"context_length,omitempty"`
 	MaxConcurrent int    `json:"max_concurrent"`
+	// InputPrice and OutputPrice are the provider's ask, in nano-dollars per million input
+	// and output tokens (150000000 is $0.15 per 1M tokens).
+	InputPrice  int64 `json:"input_price"`
+	OutputPrice int64 `json:"output_price"`
 }
 
 // Registered accepts a node.

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/shareai/shareai/internal/api"
+	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
 )
 
@@ -19,6 +21,7 @@ type Collect struct {
 	text      strings.Builder
 	reasoning strings.Builder
 	calls     []api.ToolCall
+	done      bool // End has written the answer
 }
 
 // NewChatCollect returns a sink for a non-streamed chat answer.
@@ -71,12 +74,18 @@ func (c *Collect) Delta(d *protocol.Delta) error {
 	return nil
 }
 
-// Flush does nothing: the answer is written whole at the end.
-func (c *Collect) Flush() error { return nil }
+// Flush sends the answer once it is written whole, so the buyer has it before billing ends.
+func (c *Collect) Flush() error {
+	if !c.done {
+		return nil
+	}
+	return http.NewResponseController(c.w).Flush()
+}
 
-// End writes the answer.
-func (c *Collect) End(finishReason string, u protocol.Usage) error {
-	usage := api.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens}
+// End writes the answer, its cost also in the X-Shareai-Cost header.
+func (c *Collect) End(finishReason string, u protocol.Usage, cost money.Nanos) error {
+	usage := api.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens,
+		Cost: cost.Float()}
 	var v any
 	if c.chat {
 		msg := api.Message{Role: "assistant", ReasoningContent: c.reasoning.String(), ToolCalls: c.calls}
@@ -99,7 +108,11 @@ func (c *Collect) End(finishReason string, u protocol.Usage) error {
 	if err != nil {
 		return err
 	}
-	c.w.Header().Set("Content-Type", "application/json")
+	c.done = true
+	h := c.w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set(HeaderCost, cost.String())
 	_, err = c.w.Write(b)
 	return err
 }

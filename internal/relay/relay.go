@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shareai/shareai/internal/fleet"
+	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
 )
 
@@ -20,8 +21,8 @@ type Sink interface {
 	Delta(d *protocol.Delta) error
 	// Flush sends what has been written so far.
 	Flush() error
-	// End finishes a successful answer.
-	End(finishReason string, u protocol.Usage) error
+	// End finishes a successful answer, with its usage and cost.
+	End(finishReason string, u protocol.Usage, cost money.Nanos) error
 	// Fail ends an answer that has started but cannot be finished.
 	Fail(err error) error
 }
@@ -36,57 +37,80 @@ const (
 	Refused                  // the job ended with an error before anything was written
 )
 
+// Biller prices an answer before its end is written: from the node's usage and the bytes of
+// answer relayed, it returns the usage to bill and its cost.
+type Biller func(u protocol.Usage, delivered int) (protocol.Usage, money.Nanos)
+
+// cancelWait bounds how long a cancelled job's end frame, with the node's usage, is awaited.
+const cancelWait = 2 * time.Second
+
 // Result is what happened.
 type Result struct {
 	Outcome      Outcome
 	FinishReason string
-	Usage        protocol.Usage
-	TTFT         time.Duration // from start to the first delta; 0 when none came
+	// Usage is the node's: from its end frame, also after a cancel when it came in time.
+	Usage protocol.Usage
+	// Delivered is the size of the answer written to the buyer: text, reasoning, tool calls.
+	Delivered int
+	TTFT      time.Duration // from start to the first delta; 0 when none came
 	// Err is why the request did not end OK. When Outcome is Refused nothing has been written,
 	// and Err is a *protocol.Error the caller turns into an HTTP error.
 	Err error
 }
 
-// Run relays job to sink until the job ends or ctx (the buyer's request) is done.
-func Run(ctx context.Context, job *fleet.Job, sink Sink, start time.Time) Result {
-	var (
-		res     Result
-		started bool
-	)
+// Run relays job to sink until the job ends or ctx (the buyer's request) is done. bill prices
+// the answer before its end is written.
+func Run(ctx context.Context, job *fleet.Job, sink Sink, start time.Time, bill Biller) Result {
+	var res Result
+	started := false
 	for {
 		fr, err := job.Next(ctx)
 		if err != nil {
-			job.Cancel()
-			res.Outcome, res.Err = Cancelled, err
-			return res
+			return cancel(job, res, err)
 		}
 		for {
 			if fr.Type == protocol.TypeEnd {
-				return end(job, sink, fr.End, res, started)
+				return end(sink, fr.End, res, started, bill)
 			}
 			if !started {
 				started = true
 				res.TTFT = time.Since(start)
 			}
 			if err := sink.Delta(fr.Delta); err != nil {
-				job.Cancel()
-				res.Outcome, res.Err = Cancelled, err
-				return res
+				return cancel(job, res, err)
 			}
+			res.Delivered += len(fr.Delta.Text) + len(fr.Delta.Reasoning) + len(fr.Delta.ToolCalls)
 			var ok bool
 			if fr, ok = job.TryNext(); !ok {
 				break
 			}
 		}
 		if err := sink.Flush(); err != nil {
-			job.Cancel()
-			res.Outcome, res.Err = Cancelled, err
+			return cancel(job, res, err)
+		}
+	}
+}
+
+// cancel stops the job because the buyer went away, and waits a little for the node's end
+// frame, whose usage bills what was delivered.
+func cancel(job *fleet.Job, res Result, cause error) Result {
+	job.Cancel()
+	res.Outcome, res.Err = Cancelled, cause
+	ctx, stop := context.WithTimeout(context.Background(), cancelWait)
+	defer stop()
+	for {
+		fr, err := job.Next(ctx)
+		if err != nil {
+			return res
+		}
+		if fr.Type == protocol.TypeEnd {
+			res.Usage = fr.End.Usage
 			return res
 		}
 	}
 }
 
-func end(job *fleet.Job, sink Sink, e *protocol.End, res Result, started bool) Result {
+func end(sink Sink, e *protocol.End, res Result, started bool, bill Biller) Result {
 	res.Usage = e.Usage
 	switch {
 	case e.Error != nil && !started:
@@ -104,7 +128,8 @@ func end(job *fleet.Job, sink Sink, e *protocol.End, res Result, started bool) R
 		return res
 	}
 	res.FinishReason = e.FinishReason
-	if err := sink.End(e.FinishReason, e.Usage); err != nil {
+	u, cost := bill(e.Usage, res.Delivered)
+	if err := sink.End(e.FinishReason, u, cost); err != nil {
 		res.Outcome, res.Err = Cancelled, err
 		return res
 	}

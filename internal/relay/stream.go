@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/shareai/shareai/internal/api"
+	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
 )
 
@@ -64,6 +65,7 @@ func (s *Stream) start() {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
+	h.Set("Trailer", HeaderCost)
 	s.w.WriteHeader(http.StatusOK)
 	if s.chat {
 		b := append(s.buf[:0], s.prefix...)
@@ -110,8 +112,9 @@ func (s *Stream) Delta(d *protocol.Delta) error {
 	return err
 }
 
-// End writes the chunk with the finish reason, the usage chunk when asked, and [DONE].
-func (s *Stream) End(finishReason string, u protocol.Usage) error {
+// End writes the chunk with the finish reason, the usage chunk when asked, and [DONE]. The
+// cost also goes in the X-Shareai-Cost trailer.
+func (s *Stream) End(finishReason string, u protocol.Usage, cost money.Nanos) error {
 	s.start()
 	b := append(s.buf[:0], s.prefix...)
 	if s.chat {
@@ -124,12 +127,13 @@ func (s *Stream) End(finishReason string, u protocol.Usage) error {
 	if s.a.IncludeUsage {
 		b = append(b, s.prefix...)
 		b = append(b, `],"usage":`...)
-		b = appendUsage(b, u)
+		b = appendUsage(b, u, cost)
 		b = append(b, "}\n\n"...)
 	}
 	b = append(b, "data: [DONE]\n\n"...)
 	s.buf = b
 	_, err := s.w.Write(b)
+	s.w.Header().Set(HeaderCost, cost.String())
 	return err
 }
 
@@ -156,12 +160,18 @@ func (s *Stream) Fail(cause error) error {
 // Flush sends buffered chunks to the buyer.
 func (s *Stream) Flush() error { return s.rc.Flush() }
 
-func appendUsage(b []byte, u protocol.Usage) []byte {
+// HeaderCost carries what a request cost the buyer, in USD: a header on a JSON answer, a
+// trailer on a stream.
+const HeaderCost = "X-Shareai-Cost"
+
+func appendUsage(b []byte, u protocol.Usage, cost money.Nanos) []byte {
 	b = append(b, `{"prompt_tokens":`...)
 	b = strconv.AppendInt(b, int64(u.PromptTokens), 10)
 	b = append(b, `,"completion_tokens":`...)
 	b = strconv.AppendInt(b, int64(u.CompletionTokens), 10)
 	b = append(b, `,"total_tokens":`...)
 	b = strconv.AppendInt(b, int64(u.PromptTokens+u.CompletionTokens), 10)
+	b = append(b, `,"cost":`...)
+	b = append(b, cost.String()...)
 	return append(b, '}')
 }

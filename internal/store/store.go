@@ -1,13 +1,15 @@
 // Package store holds the coordinator's domain records and the interface to the database that
 // keeps them. The sqlstore subpackage implements it.
 //
-// It imports only the standard library and the protocol package.
+// It imports only the standard library and money.
 package store
 
 import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/shareai/shareai/internal/money"
 )
 
 // Errors the store returns; wrap-safe, compare with errors.Is.
@@ -82,11 +84,16 @@ type Usage struct {
 	Duration         time.Duration
 	Outcome          string
 	Error            string // why, when Outcome is not OutcomeOK
+	FinishReason     string
+	Region           string      // the serving node's region
+	Cost             money.Nanos // what the buyer paid
 	CreatedAt        time.Time
 }
 
 // Store is the coordinator's database.
 type Store interface {
+	Ledger
+
 	// CreateAccount creates an account; ErrConflict if the name is taken.
 	CreateAccount(ctx context.Context, a *Account) error
 	// Account returns an account by id or name; ErrNotFound.

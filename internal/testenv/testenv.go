@@ -19,6 +19,7 @@ import (
 	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/engine/sim"
 	"github.com/shareai/shareai/internal/localnet"
+	"github.com/shareai/shareai/internal/money"
 )
 
 // Options shape a test network. The zero value is two simulated providers with no delays.
@@ -31,6 +32,11 @@ type Options struct {
 	NewEngine         func(i int) (engine.Engine, error)
 	HeartbeatInterval time.Duration
 	KeyCacheTTL       time.Duration
+	// Credit is the buyer's starting balance; default $1000. Prices default to $0.05 and
+	// $0.10 per million input and output tokens, the fee to 5%.
+	Credit                  money.Nanos
+	InputPrice, OutputPrice money.Price
+	FeeBasisPoints          int
 }
 
 // Env is a running test network.
@@ -48,6 +54,15 @@ func New(t testing.TB, opts Options) *Env {
 	if opts.MaxConcurrent == 0 {
 		opts.MaxConcurrent = 64
 	}
+	if opts.Credit == 0 {
+		opts.Credit = 1000 * money.USD
+	}
+	if opts.InputPrice == 0 && opts.OutputPrice == 0 {
+		opts.InputPrice, opts.OutputPrice = 50_000_000, 100_000_000
+	}
+	if opts.FeeBasisPoints == 0 {
+		opts.FeeBasisPoints = 500
+	}
 	if opts.NewEngine == nil {
 		opts.NewEngine = func(int) (engine.Engine, error) { return sim.New(opts.Sim), nil }
 	}
@@ -63,6 +78,7 @@ func New(t testing.TB, opts Options) *Env {
 		NewEngine: opts.NewEngine, MaxConcurrent: opts.MaxConcurrent,
 		HeartbeatInterval: opts.HeartbeatInterval, KeyCacheTTL: opts.KeyCacheTTL,
 		DrainTimeout: 5 * time.Second, Log: log,
+		Credit: opts.Credit, InputPrice: opts.InputPrice, OutputPrice: opts.OutputPrice, FeeBasisPoints: opts.FeeBasisPoints,
 	})
 	if err != nil {
 		t.Fatalf("start test network: %v", err)

@@ -1,6 +1,22 @@
 // Package sqlstore implements [store.Store] on SQLite, through the pure-Go driver
-// modernc.org/sqlite (no cgo). The schema lives in numbered .sql migrations embedded from
-// migrations/<dialect>/ and applied on [Open].
+// modernc.org/sqlite (no cgo), and on PostgreSQL, through pgx's database/sql driver
+// (github.com/jackc/pgx/v5/stdlib). [Open] picks the database by its argument: a postgres:// or
+// postgresql:// URL is PostgreSQL, anything else a SQLite file. The schema lives in numbered
+// .sql migrations embedded from migrations/<dialect>/, one directory per database with the same
+// numbers, and applied on Open.
+//
+// Both databases run the same code and the same queries, with a small dialect layer
+// (dialect.go):
+//   - Write each query once, with '?' placeholders, in SQL both databases accept, and pass it
+//     through db.q, which numbers the placeholders $1, $2, … on PostgreSQL.
+//   - Where the SQL must differ, ask db.dialect, or a helper such as db.forUpdate.
+//   - Write through db.write (or db.w), read through db.r; on PostgreSQL they are one pool.
+//   - Money writes are safe under concurrency by construction: on SQLite every write
+//     transaction is BEGIN IMMEDIATE and so runs alone; on PostgreSQL, whose transactions are
+//     READ COMMITTED and run side by side, a balance changes through a conditional update
+//     (UPDATE … SET balance = balance - ? WHERE … AND balance >= ?, checking the rows
+//     affected) or after reading it with SELECT … FOR UPDATE (db.forUpdate), never by trusting
+//     the isolation level alone.
 //
 // It must not import coordinator packages other than store: the ledger, gateway and the rest
 // depend on the store interface, never the other way round.
@@ -16,8 +32,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -27,34 +46,46 @@ import (
 //go:embed migrations
 var migrations embed.FS
 
-// The directory of SQLite's migrations in migrations.
-const sqliteMigrations = "migrations/sqlite"
-
-// DB is the coordinator's store on one SQLite file. It writes through one connection, so
-// writers queue in the process instead of fighting over the file's lock, and reads through a
-// pool of read-only connections that WAL lets run beside the writer.
+// DB is the coordinator's store.
+//
+// On SQLite it is one file. It writes through one connection, so writers queue in the process
+// instead of fighting over the file's lock, and reads through a pool of read-only connections
+// that WAL lets run beside the writer.
+//
+// On PostgreSQL it is one pool of connections that both reads and writes.
 type DB struct {
-	w   *sql.DB // one connection; transactions are BEGIN IMMEDIATE
-	r   *sql.DB // read-only pool
-	now func() time.Time
+	w       *sql.DB // SQLite: one connection, transactions are BEGIN IMMEDIATE; PostgreSQL: the pool
+	r       *sql.DB // SQLite: read-only pool; PostgreSQL: the same pool as w
+	dialect dialect
+	rebound sync.Map // query → query rebound to the dialect; see q
+	now     func() time.Time
 }
 
 var _ store.Store = (*DB)(nil)
 
-// Open opens the database file at path, creating it if needed, and applies the migrations it
-// lacks.
-func Open(ctx context.Context, path string) (*DB, error) {
+// Open opens the database named by dsn and applies the migrations it lacks. A dsn that begins
+// with postgres:// or postgresql:// is a PostgreSQL connection URL, as pgx reads it; anything
+// else is the path of a SQLite file, created if needed.
+func Open(ctx context.Context, dsn string) (*DB, error) {
+	if isPostgres(dsn) {
+		return openPostgres(ctx, dsn)
+	}
+	return openSQLite(ctx, dsn)
+}
+
+// openSQLite opens the SQLite file at path.
+func openSQLite(ctx context.Context, path string) (*DB, error) {
 	w, err := sql.Open("sqlite", dsn(path, false))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	w.SetMaxOpenConns(1)
-	db := &DB{w: w, now: time.Now}
+	db := &DB{w: w, dialect: sqliteDialect, now: time.Now}
 	if err := w.PingContext(ctx); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	if _, err := migrate(ctx, w, migrations, sqliteMigrations, db.now); err != nil {
+	if _, err := migrate(ctx, w, db.dialect, migrations, db.dialect.migrations(), db.now); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -96,6 +127,9 @@ func (db *DB) Ping(ctx context.Context) error {
 	if err := db.w.PingContext(ctx); err != nil {
 		return fmt.Errorf("ping writer: %w", err)
 	}
+	if db.r == db.w {
+		return nil
+	}
 	if err := db.r.PingContext(ctx); err != nil {
 		return fmt.Errorf("ping readers: %w", err)
 	}
@@ -105,14 +139,16 @@ func (db *DB) Ping(ctx context.Context) error {
 // Close closes the database.
 func (db *DB) Close() error {
 	var errs []error
-	if db.r != nil {
+	if db.r != nil && db.r != db.w {
 		errs = append(errs, db.r.Close())
 	}
 	errs = append(errs, db.w.Close())
 	return errors.Join(errs...)
 }
 
-// write runs fn in a write transaction and commits it if fn returns nil.
+// write runs fn in a write transaction and commits it if fn returns nil. On SQLite the
+// transaction is BEGIN IMMEDIATE and runs alone; on PostgreSQL it is READ COMMITTED and runs
+// beside others, so fn locks what it reads to change (see the package comment).
 func (db *DB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := db.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -129,15 +165,25 @@ func (db *DB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // [store.ErrConflict], a FOREIGN KEY violation is [store.ErrNotFound] (of what the row refers
 // to), anything else is itself. The result keeps err in its chain.
 func dbError(err error) error {
-	var se *sqlite.Error
-	if !errors.As(err, &se) {
-		return err
-	}
-	switch se.Code() {
-	case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
-		return fmt.Errorf("%w: %w", store.ErrConflict, err)
-	case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
-		return fmt.Errorf("%w: %w", store.ErrNotFound, err)
+	var (
+		se *sqlite.Error
+		pe *pgconn.PgError
+	)
+	switch {
+	case errors.As(err, &se):
+		switch se.Code() {
+		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+			return fmt.Errorf("%w: %w", store.ErrConflict, err)
+		case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
+			return fmt.Errorf("%w: %w", store.ErrNotFound, err)
+		}
+	case errors.As(err, &pe):
+		switch pe.Code {
+		case pgUniqueViolation:
+			return fmt.Errorf("%w: %w", store.ErrConflict, err)
+		case pgForeignKeyViolation:
+			return fmt.Errorf("%w: %w", store.ErrNotFound, err)
+		}
 	}
 	return err
 }

@@ -25,7 +25,7 @@ func (db *DB) CreateKey(ctx context.Context, k *store.Key) error {
 	if k.Kind != store.KeyBuyer && k.Kind != store.KeyProvider {
 		return fmt.Errorf("create key %s: unknown kind %q", k.ID, k.Kind)
 	}
-	_, err := db.w.ExecContext(ctx, `INSERT INTO api_keys (`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := db.w.ExecContext(ctx, db.q(`INSERT INTO api_keys (`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
 		k.ID, k.AccountID, k.Kind, k.Name, k.Prefix, k.Hash, millis(k.CreatedAt), nullMillis(k.RevokedAt))
 	if err != nil {
 		return fmt.Errorf("create key %s: %w", k.ID, dbError(err))
@@ -35,7 +35,7 @@ func (db *DB) CreateKey(ctx context.Context, k *store.Key) error {
 
 // KeyByHash returns the key, revoked or not, with this hash; store.ErrNotFound.
 func (db *DB) KeyByHash(ctx context.Context, hash []byte) (*store.Key, error) {
-	k, err := scanKey(db.r.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE hash = ?`, hash))
+	k, err := scanKey(db.r.QueryRowContext(ctx, db.q(`SELECT `+keyColumns+` FROM api_keys WHERE hash = ?`), hash))
 	if err != nil {
 		return nil, fmt.Errorf("key by hash: %w", notFound(err))
 	}
@@ -60,7 +60,7 @@ func (db *DB) Keys(ctx context.Context, accountID, kind string) ([]*store.Key, e
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
 	q += ` ORDER BY created_at DESC, id DESC`
-	rows, err := db.r.QueryContext(ctx, q, args...)
+	rows, err := db.r.QueryContext(ctx, db.q(q), args...)
 	if err != nil {
 		return nil, fmt.Errorf("keys of %q: %w", accountID, err)
 	}
@@ -88,16 +88,16 @@ func (db *DB) RevokeKey(ctx context.Context, idOrPrefix string, at time.Time) (*
 	}
 	var k *store.Key
 	err := db.write(ctx, func(tx *sql.Tx) error {
-		id, err := keyID(ctx, tx, idOrPrefix)
+		id, err := db.keyID(ctx, tx, idOrPrefix)
 		if err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx,
-			`UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`,
+			db.q(`UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`),
 			millis(at), id); err != nil {
 			return err
 		}
-		k, err = scanKey(tx.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE id = ?`, id))
+		k, err = scanKey(tx.QueryRowContext(ctx, db.q(`SELECT `+keyColumns+` FROM api_keys WHERE id = ?`), id))
 		return err
 	})
 	if err != nil {
@@ -107,16 +107,16 @@ func (db *DB) RevokeKey(ctx context.Context, idOrPrefix string, at time.Time) (*
 }
 
 // keyID resolves an id or a prefix to one key's id.
-func keyID(ctx context.Context, tx *sql.Tx, idOrPrefix string) (string, error) {
+func (db *DB) keyID(ctx context.Context, tx *sql.Tx, idOrPrefix string) (string, error) {
 	var n int
-	err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM api_keys WHERE id = ?`, idOrPrefix).Scan(&n)
+	err := tx.QueryRowContext(ctx, db.q(`SELECT COUNT(*) FROM api_keys WHERE id = ?`), idOrPrefix).Scan(&n)
 	if err != nil {
 		return "", err
 	}
 	if n == 1 {
 		return idOrPrefix, nil
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT id FROM api_keys WHERE prefix = ? LIMIT 2`, idOrPrefix)
+	rows, err := tx.QueryContext(ctx, db.q(`SELECT id FROM api_keys WHERE prefix = ? LIMIT 2`), idOrPrefix)
 	if err != nil {
 		return "", err
 	}

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -61,16 +62,22 @@ func loadMigrations(fsys fs.FS, dir string) ([]migration, error) {
 // program wrote.
 //
 // Its own statements take no placeholders and use only portable SQL, so every dialect shares
-// it; a dialect brings its own directory of migrations.
-func migrate(ctx context.Context, db *sql.DB, fsys fs.FS, dir string, now func() time.Time) ([]int, error) {
+// it; a dialect brings its own directory of migrations and the lock that begins each of its
+// transactions (see [dialect.migrationLock]), so that programs starting at once neither race
+// to create schema_migrations nor apply a migration twice.
+func migrate(ctx context.Context, db *sql.DB, d dialect, fsys fs.FS, dir string, now func() time.Time) ([]int, error) {
 	ms, err := loadMigrations(fsys, dir)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	err = migrationTx(ctx, db, d, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 	version    INTEGER PRIMARY KEY,
-	applied_at INTEGER NOT NULL
-)`); err != nil {
+	applied_at BIGINT  NOT NULL
+)`)
+		return err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("create schema_migrations: %w", err)
 	}
 	var latest sql.NullInt64
@@ -82,7 +89,7 @@ func migrate(ctx context.Context, db *sql.DB, fsys fs.FS, dir string, now func()
 	}
 	var applied []int
 	for _, m := range ms {
-		ok, err := applyMigration(ctx, db, m, now())
+		ok, err := applyMigration(ctx, db, d, m, now())
 		if err != nil {
 			return applied, err
 		}
@@ -93,35 +100,58 @@ func migrate(ctx context.Context, db *sql.DB, fsys fs.FS, dir string, now func()
 	return applied, nil
 }
 
-// applyMigration applies m unless it is recorded, and reports whether it did. It checks inside
-// the transaction, so two programs opening the database at once apply it once.
-func applyMigration(ctx context.Context, db *sql.DB, m migration, at time.Time) (ok bool, err error) {
+// errSkip rolls back a migration transaction without failing.
+var errSkip = errors.New("skip")
+
+// migrationTx runs fn in a transaction that holds the dialect's migration lock, and commits
+// it if fn returns nil.
+func migrationTx(ctx context.Context, db *sql.DB, d dialect, fn func(tx *sql.Tx) error) (err error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return false, fmt.Errorf("migration %s: %w", m.name, err)
+		return err
 	}
 	defer func() {
 		if err != nil {
 			tx.Rollback()
 		}
 	}()
-	var n int
-	q := fmt.Sprintf(`SELECT COUNT(*) FROM schema_migrations WHERE version = %d`, m.version)
-	if err := tx.QueryRowContext(ctx, q).Scan(&n); err != nil {
+	if lock := d.migrationLock(); lock != "" {
+		if _, err := tx.ExecContext(ctx, lock); err != nil {
+			return fmt.Errorf("lock: %w", err)
+		}
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// applyMigration applies m unless it is recorded, and reports whether it did. It checks inside
+// the locked transaction, so two programs opening the database at once apply it once.
+func applyMigration(ctx context.Context, db *sql.DB, d dialect, m migration, at time.Time) (bool, error) {
+	err := migrationTx(ctx, db, d, func(tx *sql.Tx) error {
+		var n int
+		q := fmt.Sprintf(`SELECT COUNT(*) FROM schema_migrations WHERE version = %d`, m.version)
+		if err := tx.QueryRowContext(ctx, q).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return errSkip
+		}
+		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+			return err
+		}
+		q = fmt.Sprintf(`INSERT INTO schema_migrations (version, applied_at) VALUES (%d, %d)`, m.version, at.UnixMilli())
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("record version: %w", err)
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errSkip):
+		return false, nil
+	case err != nil:
 		return false, fmt.Errorf("migration %s: %w", m.name, err)
-	}
-	if n > 0 {
-		return false, tx.Rollback()
-	}
-	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-		return false, fmt.Errorf("migration %s: %w", m.name, err)
-	}
-	q = fmt.Sprintf(`INSERT INTO schema_migrations (version, applied_at) VALUES (%d, %d)`, m.version, at.UnixMilli())
-	if _, err := tx.ExecContext(ctx, q); err != nil {
-		return false, fmt.Errorf("migration %s: record version: %w", m.name, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("migration %s: commit: %w", m.name, err)
 	}
 	return true, nil
 }

@@ -3,22 +3,33 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"testing/fstest"
 	"time"
+
+	"github.com/shareai/shareai/internal/store/sqlstore/internal/testdsn"
 )
 
-func rawDB(t *testing.T) *sql.DB {
+// rawDB opens a fresh, empty database of the kind, without migrations, as Open connects to it.
+func rawDB(t *testing.T, kind string) (*sql.DB, dialect) {
 	t.Helper()
-	db, err := sql.Open("sqlite", dsn(filepath.Join(t.TempDir(), "m.db"), false))
+	name := testdsn.New(t, kind)
+	d := sqliteDialect
+	if kind == testdsn.Postgres {
+		d = postgresDialect
+	} else {
+		name = dsn(name, false)
+	}
+	db, err := sql.Open(testdsn.Driver(kind), name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	db.SetMaxOpenConns(1)
+	if d == sqliteDialect {
+		db.SetMaxOpenConns(1)
+	}
 	t.Cleanup(func() { db.Close() })
-	return db
+	return db, d
 }
 
 func versions(t *testing.T, db *sql.DB) []int {
@@ -39,19 +50,27 @@ func versions(t *testing.T, db *sql.DB) []int {
 	return vs
 }
 
-func tableExists(t *testing.T, db *sql.DB, name string) bool {
+func tableExists(t *testing.T, db *sql.DB, d dialect, name string) bool {
 	t.Helper()
+	q := `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?`
+	if d == postgresDialect {
+		q = `SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ?`
+	}
 	var n int
-	if err := db.QueryRow(`SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?`, name).Scan(&n); err != nil {
+	if err := db.QueryRow((&DB{dialect: d}).q(q), name).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n > 0
 }
 
 func TestMigrate(t *testing.T) {
+	forEachKind(t, testMigrate)
+}
+
+func testMigrate(t *testing.T, kind string) {
 	ctx := context.Background()
 	now := func() time.Time { return time.UnixMilli(1_700_000_000_000) }
-	db := rawDB(t)
+	db, d := rawDB(t, kind)
 	fsys := fstest.MapFS{
 		"m/0002_b.sql":  {Data: []byte(`CREATE TABLE b (x INTEGER); INSERT INTO b VALUES (1);`)},
 		"m/0001_a.sql":  {Data: []byte(`CREATE TABLE a (x INTEGER);`)},
@@ -79,7 +98,7 @@ func TestMigrate(t *testing.T) {
 			for name, sql := range st.add {
 				fsys[name] = &fstest.MapFile{Data: []byte(sql)}
 			}
-			got, err := migrate(ctx, db, fsys, "m", now)
+			got, err := migrate(ctx, db, d, fsys, "m", now)
 			if (err != nil) != st.wantErr {
 				t.Fatalf("migrate: got error %v, want error %v", err, st.wantErr)
 			}
@@ -89,12 +108,12 @@ func TestMigrate(t *testing.T) {
 			if all := versions(t, db); !reflect.DeepEqual(all, st.wantAll) {
 				t.Errorf("recorded %v, want %v", all, st.wantAll)
 			}
-			if st.wantTable != "" && !tableExists(t, db, st.wantTable) {
+			if st.wantTable != "" && !tableExists(t, db, d, st.wantTable) {
 				t.Errorf("table %s missing", st.wantTable)
 			}
 		})
 	}
-	if tableExists(t, db, "d") {
+	if tableExists(t, db, d, "d") {
 		t.Errorf("table d of the failed migration exists, want rolled back")
 	}
 	var b int
@@ -104,7 +123,7 @@ func TestMigrate(t *testing.T) {
 
 	delete(fsys, "m/0004_d.sql")
 	delete(fsys, "m/0003_c.sql")
-	if _, err := migrate(ctx, db, fsys, "m", now); err == nil {
+	if _, err := migrate(ctx, db, d, fsys, "m", now); err == nil {
 		t.Errorf("migrate with a database newer than the files: got no error, want one")
 	}
 }
@@ -133,13 +152,20 @@ func TestLoadMigrations_badNames(t *testing.T) {
 }
 
 func TestLoadMigrations_embedded(t *testing.T) {
-	ms, err := loadMigrations(migrations, sqliteMigrations)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, m := range ms {
-		if m.version != i+1 {
-			t.Errorf("migration %s has version %d, want %d: versions must run 1, 2, 3…", m.name, m.version, i+1)
+	names := make(map[dialect][]string)
+	for _, d := range []dialect{sqliteDialect, postgresDialect} {
+		ms, err := loadMigrations(migrations, d.migrations())
+		if err != nil {
+			t.Fatal(err)
 		}
+		for i, m := range ms {
+			if m.version != i+1 {
+				t.Errorf("%s migration %s has version %d, want %d: versions must run 1, 2, 3…", d, m.name, m.version, i+1)
+			}
+			names[d] = append(names[d], m.name)
+		}
+	}
+	if got, want := names[postgresDialect], names[sqliteDialect]; !reflect.DeepEqual(got, want) {
+		t.Errorf("postgres migrations %v, want the same files as sqlite's %v", got, want)
 	}
 }

@@ -13,7 +13,7 @@ import (
 // store.ErrConflict if another node has its public key, store.ErrNotFound if its account does
 // not exist.
 func (db *DB) UpsertNode(ctx context.Context, n *store.Node) error {
-	_, err := db.w.ExecContext(ctx, `
+	_, err := db.w.ExecContext(ctx, db.q(`
 INSERT INTO nodes (id, account_id, public_key, name, region, engine, agent, hardware, offers, first_seen, last_seen)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (id) DO UPDATE SET
@@ -24,7 +24,7 @@ ON CONFLICT (id) DO UPDATE SET
 	agent      = excluded.agent,
 	hardware   = excluded.hardware,
 	offers     = excluded.offers,
-	last_seen  = excluded.last_seen`,
+	last_seen  = excluded.last_seen`),
 		n.ID, n.AccountID, n.PublicKey, n.Name, n.Region, n.Engine, n.Agent,
 		jsonText(n.Hardware), jsonText(n.Offers), millis(n.FirstSeen), millis(n.LastSeen))
 	if err != nil {
@@ -40,9 +40,9 @@ func (db *DB) Node(ctx context.Context, id string) (*store.Node, error) {
 		hardware, offer sql.NullString
 		first, last     int64
 	)
-	err := db.r.QueryRowContext(ctx, `
+	err := db.r.QueryRowContext(ctx, db.q(`
 SELECT id, account_id, public_key, name, region, engine, agent, hardware, offers, first_seen, last_seen
-FROM nodes WHERE id = ?`, id).Scan(
+FROM nodes WHERE id = ?`), id).Scan(
 		&n.ID, &n.AccountID, &n.PublicKey, &n.Name, &n.Region, &n.Engine, &n.Agent,
 		&hardware, &offer, &first, &last)
 	if err != nil {
@@ -61,7 +61,7 @@ func (db *DB) TouchNodes(ctx context.Context, ids []string, at time.Time) error 
 		return nil
 	}
 	err := db.write(ctx, func(tx *sql.Tx) error {
-		stmt, err := tx.PrepareContext(ctx, `UPDATE nodes SET last_seen = ? WHERE id = ?`)
+		stmt, err := tx.PrepareContext(ctx, db.q(`UPDATE nodes SET last_seen = ? WHERE id = ?`))
 		if err != nil {
 			return err
 		}

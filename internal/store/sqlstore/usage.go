@@ -5,11 +5,25 @@ import (
 	"database/sql"
 	"fmt"
 
+	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/store"
 )
 
 const usageColumns = `request_id, account_id, key_id, model, node_id, endpoint, stream,
-	prompt_tokens, completion_tokens, ttft_us, duration_us, outcome, error, created_at`
+	prompt_tokens, completion_tokens, ttft_us, duration_us, outcome, error, created_at,
+	cost, finish_reason, region`
+
+// insertUsageSQL inserts one record; a request id already recorded keeps its first record.
+const insertUsageSQL = `INSERT INTO usage (` + usageColumns + `)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (request_id) DO NOTHING`
+
+// usageArgs are a record's values for insertUsageSQL.
+func usageArgs(u *store.Usage) []any {
+	return []any{u.RequestID, u.AccountID, u.KeyID, u.Model, u.NodeID, u.Endpoint, u.Stream,
+		u.PromptTokens, u.CompletionTokens, micros(u.TTFT), micros(u.Duration),
+		u.Outcome, u.Error, millis(u.CreatedAt), int64(u.Cost), u.FinishReason, u.Region}
+}
 
 // InsertUsage records requests in one transaction. A request id already recorded keeps its
 // first record.
@@ -18,22 +32,13 @@ func (db *DB) InsertUsage(ctx context.Context, us []*store.Usage) error {
 		return nil
 	}
 	err := db.write(ctx, func(tx *sql.Tx) error {
-		stmt, err := tx.PrepareContext(ctx, `INSERT INTO usage (`+usageColumns+`)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (request_id) DO NOTHING`)
+		stmt, err := tx.PrepareContext(ctx, db.q(insertUsageSQL))
 		if err != nil {
 			return err
 		}
 		defer stmt.Close()
 		for _, u := range us {
-			stream := 0
-			if u.Stream {
-				stream = 1
-			}
-			if _, err := stmt.ExecContext(ctx,
-				u.RequestID, u.AccountID, u.KeyID, u.Model, u.NodeID, u.Endpoint, stream,
-				u.PromptTokens, u.CompletionTokens, micros(u.TTFT), micros(u.Duration),
-				u.Outcome, u.Error, millis(u.CreatedAt)); err != nil {
+			if _, err := stmt.ExecContext(ctx, usageArgs(u)...); err != nil {
 				return fmt.Errorf("request %s: %w", u.RequestID, err)
 			}
 		}
@@ -48,7 +53,7 @@ ON CONFLICT (request_id) DO NOTHING`)
 // UsageByRequest returns one request's record; store.ErrNotFound.
 func (db *DB) UsageByRequest(ctx context.Context, requestID string) (*store.Usage, error) {
 	u, err := scanUsage(db.r.QueryRowContext(ctx,
-		`SELECT `+usageColumns+` FROM usage WHERE request_id = ?`, requestID))
+		db.q(`SELECT `+usageColumns+` FROM usage WHERE request_id = ?`), requestID))
 	if err != nil {
 		return nil, fmt.Errorf("usage of request %s: %w", requestID, notFound(err))
 	}
@@ -61,10 +66,10 @@ func (db *DB) Usages(ctx context.Context, accountID string, limit int) ([]*store
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, err := db.r.QueryContext(ctx, `SELECT `+usageColumns+` FROM usage
+	rows, err := db.r.QueryContext(ctx, db.q(`SELECT `+usageColumns+` FROM usage
 WHERE account_id = ?
 ORDER BY created_at DESC, request_id DESC
-LIMIT ?`, accountID, limit)
+LIMIT ?`), accountID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("usage of account %s: %w", accountID, err)
 	}
@@ -86,16 +91,15 @@ LIMIT ?`, accountID, limit)
 // scanUsage reads one row of usageColumns.
 func scanUsage(row interface{ Scan(...any) error }) (*store.Usage, error) {
 	var (
-		u                  store.Usage
-		stream             int64
-		ttft, dur, created int64
+		u                        store.Usage
+		ttft, dur, created, cost int64
 	)
 	if err := row.Scan(&u.RequestID, &u.AccountID, &u.KeyID, &u.Model, &u.NodeID, &u.Endpoint,
-		&stream, &u.PromptTokens, &u.CompletionTokens, &ttft, &dur, &u.Outcome, &u.Error,
-		&created); err != nil {
+		&u.Stream, &u.PromptTokens, &u.CompletionTokens, &ttft, &dur, &u.Outcome, &u.Error,
+		&created, &cost, &u.FinishReason, &u.Region); err != nil {
 		return nil, err
 	}
-	u.Stream = stream != 0
+	u.Cost = money.Nanos(cost)
 	u.TTFT = fromMicros(ttft)
 	u.Duration = fromMicros(dur)
 	u.CreatedAt = fromMillis(created)

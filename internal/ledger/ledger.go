@@ -1,0 +1,234 @@
+// Package ledger prices requests and moves the money: it places a hold for the most a request
+// can cost before it runs, bills what was delivered when it ends, and settles the bill in the
+// store in batches (group commit), each settlement still atomic. It also releases providers'
+// pending earnings when their settlement delay has passed, and closes holds left open by a
+// crash.
+//
+// It imports store and money; it must not import the gateway, fleet or relay.
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/store"
+)
+
+// Config configures a Ledger.
+type Config struct {
+	Store store.Store
+	// FeeBasisPoints is the platform fee added to the node's ask, in 1/100 of a percent
+	// (500 = 5%).
+	FeeBasisPoints int
+	// DefaultMaxTokens bounds the completion of a request without max_tokens, for its hold and
+	// its bill. Default 4096.
+	DefaultMaxTokens int
+	// SettlementDelay is how long providers' earnings stay pending (and can be clawed back)
+	// before they become available. Default 72h.
+	SettlementDelay time.Duration
+	Log             *slog.Logger
+	Now             func() time.Time
+}
+
+// Ledger bills requests.
+type Ledger struct {
+	cfg     Config
+	log     *slog.Logger
+	settler *settler
+}
+
+// New returns a ledger. Call Close to settle what is queued.
+func New(cfg Config) *Ledger {
+	if cfg.DefaultMaxTokens <= 0 {
+		cfg.DefaultMaxTokens = 4096
+	}
+	if cfg.SettlementDelay <= 0 {
+		cfg.SettlementDelay = 72 * time.Hour
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Ledger{cfg: cfg, log: cfg.Log, settler: newSettler(cfg.Store, cfg.Log)}
+}
+
+// Close settles what is queued and stops the settler.
+func (l *Ledger) Close() { l.settler.close() }
+
+// Ask is a node's price for a model: USD per million input and output tokens, as nano-dollars.
+type Ask struct {
+	Input, Output money.Price
+}
+
+// Bounds are the most a request can use: its prompt's tokens (an upper bound, not an estimate)
+// and its completion's.
+type Bounds struct {
+	PromptTokens     int
+	CompletionTokens int
+}
+
+// PromptBound is an upper bound of a prompt's tokens from the size of the request's messages
+// (as JSON) or prompt: a token is at least one byte of text, and the JSON around each message
+// outweighs the few tokens a chat template adds.
+func PromptBound(promptBytes int) int { return promptBytes + 16 }
+
+// CompletionBound is max_tokens, or the ledger's default when absent, within the context.
+func (l *Ledger) CompletionBound(maxTokens, contextLength int) int {
+	n := maxTokens
+	if n <= 0 {
+		n = l.cfg.DefaultMaxTokens
+		if contextLength > 0 {
+			n = min(n, contextLength)
+		}
+	}
+	return n
+}
+
+// MaxCost is the most a request within b can cost on a node with ask a, fee included.
+func (l *Ledger) MaxCost(a Ask, b Bounds) money.Nanos {
+	net := a.Input.Cost(b.PromptTokens) + a.Output.Cost(b.CompletionTokens)
+	return net + money.Fee(net, l.cfg.FeeBasisPoints)
+}
+
+// Hold reserves the most a request can cost; it returns a *store.LimitError when the balance
+// or a spend cap does not allow it.
+func (l *Ledger) Hold(ctx context.Context, requestID string, key *store.Key, amount money.Nanos) error {
+	return l.cfg.Store.PlaceHold(ctx, &store.Hold{
+		RequestID: requestID, AccountID: key.AccountID, KeyID: key.ID, Amount: amount, CreatedAt: l.cfg.Now(),
+	})
+}
+
+// Work is what one node did for a request, as the node claims it.
+type Work struct {
+	NodeID     string
+	ProviderID string
+	Ask        Ask
+	// PromptTokens the node read and CompletionTokens it generated, as it reports them.
+	PromptTokens     int
+	CompletionTokens int
+	// DeliveredBytes is the size of the text and tool calls the coordinator relayed from the
+	// node: no node is paid for tokens it did not deliver.
+	DeliveredBytes int
+}
+
+// Bill is what a request costs.
+type Bill struct {
+	Settlement *store.Settlement
+	// Clamped lists the nodes whose claims were out of bounds and cut down.
+	Clamped []string
+	// PromptTokens and CompletionTokens are the billed counts.
+	PromptTokens, CompletionTokens int
+}
+
+// Cost returns what the buyer pays.
+func (b *Bill) Cost() money.Nanos { return b.Settlement.Debit }
+
+// Price bills a request from the work of its nodes, within its bounds: a claim beyond the
+// prompt bound, the completion bound or the delivered text is cut to the bound and reported.
+// The buyer pays the prompt once, to the first node; later nodes are paid their completions.
+func (l *Ledger) Price(requestID string, b Bounds, work []Work) *Bill {
+	bill := &Bill{Settlement: &store.Settlement{RequestID: requestID, At: l.cfg.Now()}}
+	s := bill.Settlement
+	s.ReleaseAt = s.At.Add(l.cfg.SettlementDelay)
+	completionLeft := b.CompletionTokens
+	var net money.Nanos
+	for i, w := range work {
+		prompt, completion := w.PromptTokens, w.CompletionTokens
+		if i > 0 {
+			prompt = 0 // a continuation's prompt reading is the platform's cost
+		}
+		clamped := false
+		if prompt > b.PromptTokens {
+			prompt, clamped = b.PromptTokens, true
+		}
+		// A token is at least one byte; an engine may add one end-of-text token.
+		if limit := min(completionLeft, w.DeliveredBytes+1); completion > limit {
+			completion, clamped = limit, true
+		}
+		if prompt < 0 || completion < 0 {
+			prompt, completion, clamped = max(prompt, 0), max(completion, 0), true
+		}
+		if clamped {
+			bill.Clamped = append(bill.Clamped, w.NodeID)
+		}
+		completionLeft -= completion
+		bill.PromptTokens += prompt
+		bill.CompletionTokens += completion
+		earned := w.Ask.Input.Cost(prompt) + w.Ask.Output.Cost(completion)
+		net += earned
+		if earned > 0 {
+			s.Parts = append(s.Parts, store.Part{NodeID: w.NodeID, ProviderID: w.ProviderID, Earned: earned})
+		}
+	}
+	s.Fee = money.Fee(net, l.cfg.FeeBasisPoints)
+	s.Debit = net + s.Fee
+	return bill
+}
+
+// Settle settles a bill, recording the request's usage in the same transaction. It returns
+// once the settlement has committed.
+func (l *Ledger) Settle(ctx context.Context, bill *Bill, u *store.Usage) error {
+	s := bill.Settlement
+	u.Cost = s.Debit
+	s.Usage = u
+	err := l.settler.settle(ctx, s)
+	if errors.Is(err, store.ErrClosed) {
+		return nil // settled already: settling is idempotent
+	}
+	return err
+}
+
+// Void closes a hold without charging, recording the request's usage.
+func (l *Ledger) Void(ctx context.Context, requestID string, u *store.Usage) error {
+	return l.Settle(ctx, &Bill{Settlement: &store.Settlement{RequestID: requestID, At: l.cfg.Now()}}, u)
+}
+
+// Recover closes the holds a crash left open. The coordinator did not live to bill them, so
+// they are voided: the buyer is not charged for an answer whose delivery nobody recorded.
+func (l *Ledger) Recover(ctx context.Context) (int, error) {
+	holds, err := l.cfg.Store.OpenHolds(ctx)
+	if err != nil {
+		return 0, err
+	}
+	batch := make([]*store.Settlement, len(holds))
+	for i, h := range holds {
+		batch[i] = &store.Settlement{RequestID: h.RequestID, At: l.cfg.Now(), Usage: &store.Usage{
+			RequestID: h.RequestID, AccountID: h.AccountID, KeyID: h.KeyID, Outcome: store.OutcomeError,
+			Error: "coordinator restarted before the request was billed", CreatedAt: h.CreatedAt,
+		}}
+	}
+	n := 0
+	for i, err := range l.cfg.Store.Settle(ctx, batch) {
+		switch {
+		case err == nil:
+			n++
+		case !errors.Is(err, store.ErrClosed):
+			return n, fmt.Errorf("void hold %s: %w", holds[i].RequestID, err)
+		}
+	}
+	return n, nil
+}
+
+// Run releases due earnings every interval until ctx is done.
+func (l *Ledger) Run(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if amount, err := l.cfg.Store.ReleaseEarnings(ctx, l.cfg.Now()); err != nil && ctx.Err() == nil {
+			l.log.Error("release earnings", "err", err)
+		} else if amount > 0 {
+			l.log.Info("released earnings", "usd", amount.String())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,171 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/shareai/shareai/internal/money"
+)
+
+// ErrClosed is returned when a hold was already settled or voided: settling is idempotent, so
+// callers treat it as done.
+var ErrClosed = errors.New("hold already closed")
+
+// Periods of a spend cap. Windows are in UTC; weeks start on Monday.
+const (
+	Daily   = "daily"
+	Weekly  = "weekly"
+	Monthly = "monthly"
+)
+
+// WindowStart returns the start of the period's window that holds t, in UTC.
+func WindowStart(period string, t time.Time) time.Time {
+	t = t.UTC()
+	day := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+	switch period {
+	case Weekly:
+		return day.AddDate(0, 0, -(int(day.Weekday())+6)%7)
+	case Monthly:
+		return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+	}
+	return day
+}
+
+// WindowEnd returns when the period's window that holds t ends (and the cap resets).
+func WindowEnd(period string, t time.Time) time.Time {
+	start := WindowStart(period, t)
+	switch period {
+	case Weekly:
+		return start.AddDate(0, 0, 7)
+	case Monthly:
+		return start.AddDate(0, 1, 0)
+	}
+	return start.AddDate(0, 0, 1)
+}
+
+// ValidPeriod reports whether p is a period of a spend cap.
+func ValidPeriod(p string) bool { return p == Daily || p == Weekly || p == Monthly }
+
+// Scopes of a spend cap.
+
+// KeyScope is the scope of a cap on one API key.
+func KeyScope(keyID string) string { return "key:" + keyID }
+
+// AccountScope is the scope of a cap on an account, all its keys together.
+func AccountScope(accountID string) string { return "account:" + accountID }
+
+// Cap is a spend limit over a period.
+type Cap struct {
+	Scope  string // KeyScope or AccountScope
+	Period string
+	Limit  money.Nanos
+}
+
+// Hold reserves the most a request can cost before it runs.
+type Hold struct {
+	RequestID string
+	AccountID string
+	KeyID     string
+	Amount    money.Nanos
+	CreatedAt time.Time
+}
+
+// LimitError is a hold refused: by the balance, or by a spend cap.
+type LimitError struct {
+	Cap       *Cap        // nil when the balance is what is short
+	Available money.Nanos // what the balance or the cap's window still allows
+	Need      money.Nanos // the hold asked for
+	ResetsAt  time.Time   // when the cap's window ends; zero for the balance
+}
+
+func (e *LimitError) Error() string {
+	if e.Cap == nil {
+		return fmt.Sprintf("insufficient credits: $%s available, the request may cost up to $%s", e.Available, e.Need)
+	}
+	return fmt.Sprintf("%s %s spend limit of $%s reached: $%s left, the request may cost up to $%s; resets at %s",
+		e.Cap.Period, e.Cap.Scope, e.Cap.Limit, e.Available, e.Need, e.ResetsAt.Format(time.RFC3339))
+}
+
+// Part is what one node earns for its part of a request.
+type Part struct {
+	NodeID     string
+	ProviderID string // the node's provider account
+	Earned     money.Nanos
+}
+
+// Settlement closes a hold at what the request really cost: the buyer pays Debit, which is
+// exactly the parts' earnings plus Fee. A settlement with no debit voids the hold.
+type Settlement struct {
+	RequestID string
+	Debit     money.Nanos
+	Fee       money.Nanos
+	Parts     []Part
+	ReleaseAt time.Time // when the providers' pending earnings become available
+	Usage     *Usage    // the request's record, written in the same transaction
+	At        time.Time
+}
+
+// Balance is an account's money.
+type Balance struct {
+	Credits   money.Nanos // buyer balance, holds not deducted
+	Held      money.Nanos // open holds
+	Deposited money.Nanos // all deposits, ever
+	Spent     money.Nanos // all settled debits, ever
+	Pending   money.Nanos // provider earnings not yet available
+	Available money.Nanos // provider earnings that can be paid out
+	PaidOut   money.Nanos
+}
+
+// Spend is a scope's spending in the current window of a period.
+type Spend struct {
+	Cap
+	Spent    money.Nanos
+	Held     money.Nanos
+	ResetsAt time.Time
+}
+
+// Earning is a node's earnings on one UTC day.
+type Earning struct {
+	NodeID    string
+	Day       time.Time
+	Pending   money.Nanos
+	Available money.Nanos // released, paid out or not
+}
+
+// Ledger is the money part of the store. Every method that moves money is one transaction in
+// which the ledger's accounts sum to zero.
+type Ledger interface {
+	// PlaceHold reserves h.Amount within the buyer's balance (less open holds) and every spend
+	// cap of the key and the account, in one atomic step. It returns a *LimitError when it
+	// cannot, and ErrConflict for a request id already held.
+	PlaceHold(ctx context.Context, h *Hold) error
+	// Settle closes holds. Settlements share one transaction but commit or fail one by one:
+	// errs[i] is settlement i's error, ErrClosed when its hold was already closed.
+	Settle(ctx context.Context, batch []*Settlement) (errs []error)
+	// OpenHolds lists the holds not yet settled or voided.
+	OpenHolds(ctx context.Context) ([]*Hold, error)
+	// Deposit credits a buyer's balance from the outside world; ref names the deposit and
+	// makes it idempotent (ErrConflict when reused).
+	Deposit(ctx context.Context, accountID string, amount money.Nanos, ref string, at time.Time) error
+	// ReleaseEarnings makes pending earnings whose release time has come available, and
+	// returns how much it released.
+	ReleaseEarnings(ctx context.Context, now time.Time) (money.Nanos, error)
+	// Payout pays a provider's available earnings to the outside world; ErrInsufficient when
+	// less is available. ref makes it idempotent.
+	Payout(ctx context.Context, accountID string, amount money.Nanos, ref string, at time.Time) error
+	// SetCap sets a spend cap; a zero limit removes it.
+	SetCap(ctx context.Context, c Cap) error
+	// Spending lists the caps of the scopes with their current windows' spending.
+	Spending(ctx context.Context, now time.Time, scopes ...string) ([]Spend, error)
+	// Balance returns an account's money.
+	Balance(ctx context.Context, accountID string) (*Balance, error)
+	// Earnings lists a provider's earnings per node and UTC day since a time, newest first.
+	Earnings(ctx context.Context, accountID string, since time.Time) ([]Earning, error)
+	// LedgerSum returns the sum over all ledger accounts, which is zero.
+	LedgerSum(ctx context.Context) (money.Nanos, error)
+}
+
+// ErrInsufficient is a payout larger than what is available.
+var ErrInsufficient = errors.New("insufficient funds")

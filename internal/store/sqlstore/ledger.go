@@ -1,0 +1,543 @@
+package sqlstore
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/store"
+)
+
+// Ledger account ids.
+const (
+	feesAccount  = "fees"
+	worldAccount = "world"
+)
+
+func buyerAccount(accountID string) string     { return "buyer:" + accountID }
+func pendingAccount(accountID string) string   { return "pending:" + accountID }
+func availableAccount(accountID string) string { return "available:" + accountID }
+
+// ensureAccount creates a ledger account if it does not exist.
+func (db *DB) ensureAccount(ctx context.Context, tx *sql.Tx, id, owner, kind string) error {
+	var ownerArg any
+	if owner != "" {
+		ownerArg = owner
+	}
+	_, err := tx.ExecContext(ctx, db.q(`INSERT INTO ledger_accounts (id, account_id, kind) VALUES (?, ?, ?)
+ON CONFLICT (id) DO NOTHING`), id, ownerArg, kind)
+	return err
+}
+
+// post adds an amount to a ledger account's balance and writes the entry.
+func (db *DB) post(ctx context.Context, tx *sql.Tx, txn, account string, amount money.Nanos, nodeID string, releaseAt time.Time, at time.Time) error {
+	if amount == 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, db.q(`UPDATE ledger_accounts SET balance = balance + ? WHERE id = ?`), int64(amount), account); err != nil {
+		return err
+	}
+	var node any
+	if nodeID != "" {
+		node = nodeID
+	}
+	_, err := tx.ExecContext(ctx, db.q(`INSERT INTO ledger_entries (txn_id, account, amount, node_id, release_at, created_at)
+VALUES (?, ?, ?, ?, ?, ?)`), txn, account, int64(amount), node, nullMillis(releaseAt), millis(at))
+	return err
+}
+
+func (db *DB) beginTxn(ctx context.Context, tx *sql.Tx, id, kind, ref string, at time.Time) error {
+	_, err := tx.ExecContext(ctx, db.q(`INSERT INTO ledger_txns (id, kind, ref, created_at) VALUES (?, ?, ?, ?)`), id, kind, ref, millis(at))
+	return dbError(err)
+}
+
+// window is one spend window a hold counts in.
+type window struct {
+	scope, period string
+	start         int64
+}
+
+func formatWindows(ws []window) string {
+	var b strings.Builder
+	for _, w := range ws {
+		fmt.Fprintf(&b, "%s|%s|%d\n", w.scope, w.period, w.start)
+	}
+	return b.String()
+}
+
+func parseWindows(s string) ([]window, error) {
+	var ws []window
+	for line := range strings.SplitSeq(strings.TrimSpace(s), "\n") {
+		if line == "" {
+			continue
+		}
+		parts := strings.Split(line, "|")
+		if len(parts) != 3 {
+			return nil, fmt.Errorf("bad hold window %q", line)
+		}
+		start, err := strconv.ParseInt(parts[2], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("bad hold window %q", line)
+		}
+		ws = append(ws, window{parts[0], parts[1], start})
+	}
+	return ws, nil
+}
+
+// PlaceHold reserves h.Amount within the buyer's balance and spend caps, atomically: SQLite's
+// write transactions are exclusive, and on PostgreSQL the buyer's ledger row is locked first,
+// so two holds of one account never interleave.
+func (db *DB) PlaceHold(ctx context.Context, h *store.Hold) error {
+	buyer := buyerAccount(h.AccountID)
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		if err := db.ensureAccount(ctx, tx, buyer, h.AccountID, "buyer"); err != nil {
+			return err
+		}
+		var balance, held int64
+		if err := tx.QueryRowContext(ctx, db.q(`SELECT balance, held FROM ledger_accounts WHERE id = ?`+db.forUpdate()), buyer).Scan(&balance, &held); err != nil {
+			return err
+		}
+		if avail := money.Nanos(balance - held); avail < h.Amount {
+			return &store.LimitError{Available: max(avail, 0), Need: h.Amount}
+		}
+		rows, err := tx.QueryContext(ctx, db.q(`SELECT scope, period, limit_nanos FROM spend_caps WHERE scope IN (?, ?)`),
+			store.KeyScope(h.KeyID), store.AccountScope(h.AccountID))
+		if err != nil {
+			return err
+		}
+		var caps []store.Cap
+		for rows.Next() {
+			var c store.Cap
+			var limit int64
+			if err := rows.Scan(&c.Scope, &c.Period, &limit); err != nil {
+				rows.Close()
+				return err
+			}
+			c.Limit = money.Nanos(limit)
+			caps = append(caps, c)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		ws := make([]window, 0, len(caps))
+		for _, c := range caps {
+			w := window{c.Scope, c.Period, millis(store.WindowStart(c.Period, h.CreatedAt))}
+			var spent, wheld int64
+			err := tx.QueryRowContext(ctx, db.q(`SELECT spent, held FROM spend_windows WHERE scope = ? AND period = ? AND window_start = ?`),
+				w.scope, w.period, w.start).Scan(&spent, &wheld)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			if left := c.Limit - money.Nanos(spent+wheld); left < h.Amount {
+				return &store.LimitError{Cap: &c, Available: max(left, 0), Need: h.Amount, ResetsAt: store.WindowEnd(c.Period, h.CreatedAt)}
+			}
+			ws = append(ws, w)
+		}
+		if _, err := tx.ExecContext(ctx, db.q(`INSERT INTO holds (request_id, account_id, key_id, amount, windows, status, created_at)
+VALUES (?, ?, ?, ?, ?, 'open', ?)`), h.RequestID, h.AccountID, h.KeyID, int64(h.Amount), formatWindows(ws), millis(h.CreatedAt)); err != nil {
+			return dbError(err)
+		}
+		if _, err := tx.ExecContext(ctx, db.q(`UPDATE ledger_accounts SET held = held + ? WHERE id = ?`), int64(h.Amount), buyer); err != nil {
+			return err
+		}
+		for _, w := range ws {
+			if _, err := tx.ExecContext(ctx, db.q(`INSERT INTO spend_windows (scope, period, window_start, held) VALUES (?, ?, ?, ?)
+ON CONFLICT (scope, period, window_start) DO UPDATE SET held = spend_windows.held + excluded.held`),
+				w.scope, w.period, w.start, int64(h.Amount)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if le, ok := errors.AsType[*store.LimitError](err); ok {
+			return le
+		}
+		return fmt.Errorf("place hold for request %s: %w", h.RequestID, err)
+	}
+	return nil
+}
+
+// Settle closes holds, each in a savepoint of one shared transaction.
+func (db *DB) Settle(ctx context.Context, batch []*store.Settlement) []error {
+	errs := make([]error, len(batch))
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		for i, s := range batch {
+			if _, err := tx.ExecContext(ctx, `SAVEPOINT settle`); err != nil {
+				return err
+			}
+			if err := db.settle(ctx, tx, s); err != nil {
+				errs[i] = err
+				if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT settle`); err != nil {
+					return err
+				}
+			}
+			if _, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT settle`); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = fmt.Errorf("settle: %w", err)
+			}
+		}
+	}
+	return errs
+}
+
+func (db *DB) settle(ctx context.Context, tx *sql.Tx, s *store.Settlement) error {
+	var (
+		accountID, windows, status string
+		amount                     int64
+	)
+	err := tx.QueryRowContext(ctx, db.q(`SELECT account_id, amount, windows, status FROM holds WHERE request_id = ?`+db.forUpdate()),
+		s.RequestID).Scan(&accountID, &amount, &windows, &status)
+	if err != nil {
+		return fmt.Errorf("settle request %s: %w", s.RequestID, notFound(err))
+	}
+	if status != "open" {
+		return fmt.Errorf("settle request %s: %w", s.RequestID, store.ErrClosed)
+	}
+	var earned money.Nanos
+	for _, p := range s.Parts {
+		if p.Earned < 0 {
+			return fmt.Errorf("settle request %s: negative earnings for node %s", s.RequestID, p.NodeID)
+		}
+		earned += p.Earned
+	}
+	switch {
+	case s.Fee < 0 || s.Debit != earned+s.Fee:
+		return fmt.Errorf("settle request %s: debit %d is not earnings %d plus fee %d", s.RequestID, s.Debit, earned, s.Fee)
+	case s.Debit > money.Nanos(amount):
+		return fmt.Errorf("settle request %s: debit %d exceeds the hold of %d", s.RequestID, s.Debit, amount)
+	}
+	txn := "settle:" + s.RequestID
+	if err := db.beginTxn(ctx, tx, txn, "settle", s.RequestID, s.At); err != nil {
+		return err
+	}
+	buyer := buyerAccount(accountID)
+	if _, err := tx.ExecContext(ctx, db.q(`UPDATE ledger_accounts SET held = held - ? WHERE id = ?`), amount, buyer); err != nil {
+		return err
+	}
+	if err := db.post(ctx, tx, txn, buyer, -s.Debit, "", time.Time{}, s.At); err != nil {
+		return err
+	}
+	for _, p := range s.Parts {
+		acct := pendingAccount(p.ProviderID)
+		if err := db.ensureAccount(ctx, tx, acct, p.ProviderID, "pending"); err != nil {
+			return err
+		}
+		if err := db.post(ctx, tx, txn, acct, p.Earned, p.NodeID, s.ReleaseAt, s.At); err != nil {
+			return err
+		}
+	}
+	if err := db.ensureAccount(ctx, tx, feesAccount, "", "fees"); err != nil {
+		return err
+	}
+	if err := db.post(ctx, tx, txn, feesAccount, s.Fee, "", time.Time{}, s.At); err != nil {
+		return err
+	}
+	ws, err := parseWindows(windows)
+	if err != nil {
+		return err
+	}
+	for _, w := range ws {
+		if _, err := tx.ExecContext(ctx, db.q(`UPDATE spend_windows SET held = held - ?, spent = spent + ?
+WHERE scope = ? AND period = ? AND window_start = ?`), amount, int64(s.Debit), w.scope, w.period, w.start); err != nil {
+			return err
+		}
+	}
+	closed := "settled"
+	if s.Debit == 0 {
+		closed = "voided"
+	}
+	if _, err := tx.ExecContext(ctx, db.q(`UPDATE holds SET status = ?, closed_at = ? WHERE request_id = ?`), closed, millis(s.At), s.RequestID); err != nil {
+		return err
+	}
+	if s.Usage != nil {
+		return db.insertUsageTx(ctx, tx, s.Usage)
+	}
+	return nil
+}
+
+// OpenHolds lists the holds not yet closed, oldest first.
+func (db *DB) OpenHolds(ctx context.Context) ([]*store.Hold, error) {
+	rows, err := db.r.QueryContext(ctx, db.q(`SELECT request_id, account_id, key_id, amount, created_at FROM holds
+WHERE status = 'open' ORDER BY created_at`))
+	if err != nil {
+		return nil, fmt.Errorf("open holds: %w", err)
+	}
+	defer rows.Close()
+	var hs []*store.Hold
+	for rows.Next() {
+		var h store.Hold
+		var amount, created int64
+		if err := rows.Scan(&h.RequestID, &h.AccountID, &h.KeyID, &amount, &created); err != nil {
+			return nil, fmt.Errorf("open holds: %w", err)
+		}
+		h.Amount, h.CreatedAt = money.Nanos(amount), fromMillis(created)
+		hs = append(hs, &h)
+	}
+	return hs, rows.Err()
+}
+
+// Deposit moves money from the outside world to a buyer's balance.
+func (db *DB) Deposit(ctx context.Context, accountID string, amount money.Nanos, ref string, at time.Time) error {
+	if amount <= 0 {
+		return fmt.Errorf("deposit %s: amount must be positive", ref)
+	}
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		txn := "deposit:" + ref
+		if err := db.beginTxn(ctx, tx, txn, "deposit", ref, at); err != nil {
+			return err
+		}
+		buyer := buyerAccount(accountID)
+		if err := db.ensureAccount(ctx, tx, buyer, accountID, "buyer"); err != nil {
+			return err
+		}
+		if err := db.ensureAccount(ctx, tx, worldAccount, "", "world"); err != nil {
+			return err
+		}
+		if err := db.post(ctx, tx, txn, worldAccount, -amount, "", time.Time{}, at); err != nil {
+			return err
+		}
+		return db.post(ctx, tx, txn, buyer, amount, "", time.Time{}, at)
+	})
+	if err != nil {
+		return fmt.Errorf("deposit %s to %s: %w", ref, accountID, err)
+	}
+	return nil
+}
+
+// ReleaseEarnings moves due pending earnings to available, per provider, in one transaction.
+func (db *DB) ReleaseEarnings(ctx context.Context, now time.Time) (money.Nanos, error) {
+	var total money.Nanos
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		total = 0
+		rows, err := tx.QueryContext(ctx, db.q(`SELECT account, CAST(SUM(amount) AS BIGINT) FROM ledger_entries
+WHERE released = 0 AND release_at IS NOT NULL AND release_at <= ? GROUP BY account`), millis(now))
+		if err != nil {
+			return err
+		}
+		due := map[string]money.Nanos{}
+		for rows.Next() {
+			var acct string
+			var sum int64
+			if err := rows.Scan(&acct, &sum); err != nil {
+				rows.Close()
+				return err
+			}
+			due[acct] = money.Nanos(sum)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil || len(due) == 0 {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, db.q(`UPDATE ledger_entries SET released = 1
+WHERE released = 0 AND release_at IS NOT NULL AND release_at <= ?`), millis(now)); err != nil {
+			return err
+		}
+		txn := "release:" + randomRef()
+		if err := db.beginTxn(ctx, tx, txn, "release", now.UTC().Format(time.RFC3339), now); err != nil {
+			return err
+		}
+		for acct, sum := range due {
+			provider := strings.TrimPrefix(acct, "pending:")
+			avail := availableAccount(provider)
+			if err := db.ensureAccount(ctx, tx, avail, provider, "available"); err != nil {
+				return err
+			}
+			if err := db.post(ctx, tx, txn, acct, -sum, "", time.Time{}, now); err != nil {
+				return err
+			}
+			if err := db.post(ctx, tx, txn, avail, sum, "", time.Time{}, now); err != nil {
+				return err
+			}
+			total += sum
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("release earnings: %w", err)
+	}
+	return total, nil
+}
+
+func randomRef() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Payout moves a provider's available earnings to the outside world.
+func (db *DB) Payout(ctx context.Context, accountID string, amount money.Nanos, ref string, at time.Time) error {
+	if amount <= 0 {
+		return fmt.Errorf("payout %s: amount must be positive", ref)
+	}
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		txn := "payout:" + ref
+		if err := db.beginTxn(ctx, tx, txn, "payout", ref, at); err != nil {
+			return err
+		}
+		avail := availableAccount(accountID)
+		// A conditional update: it changes nothing unless enough is available.
+		res, err := tx.ExecContext(ctx, db.q(`UPDATE ledger_accounts SET balance = balance - ? WHERE id = ? AND balance >= ?`),
+			int64(amount), avail, int64(amount))
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return store.ErrInsufficient
+		}
+		if _, err := tx.ExecContext(ctx, db.q(`INSERT INTO ledger_entries (txn_id, account, amount, created_at) VALUES (?, ?, ?, ?)`),
+			txn, avail, -int64(amount), millis(at)); err != nil {
+			return err
+		}
+		if err := db.ensureAccount(ctx, tx, worldAccount, "", "world"); err != nil {
+			return err
+		}
+		return db.post(ctx, tx, txn, worldAccount, amount, "", time.Time{}, at)
+	})
+	if err != nil {
+		return fmt.Errorf("payout %s to %s: %w", ref, accountID, err)
+	}
+	return nil
+}
+
+// SetCap sets or removes a spend cap.
+func (db *DB) SetCap(ctx context.Context, c store.Cap) error {
+	if !store.ValidPeriod(c.Period) {
+		return fmt.Errorf("set cap: period %q is not daily, weekly or monthly", c.Period)
+	}
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		if c.Limit <= 0 {
+			_, err := tx.ExecContext(ctx, db.q(`DELETE FROM spend_caps WHERE scope = ? AND period = ?`), c.Scope, c.Period)
+			return err
+		}
+		_, err := tx.ExecContext(ctx, db.q(`INSERT INTO spend_caps (scope, period, limit_nanos) VALUES (?, ?, ?)
+ON CONFLICT (scope, period) DO UPDATE SET limit_nanos = excluded.limit_nanos`), c.Scope, c.Period, int64(c.Limit))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("set cap %s %s: %w", c.Scope, c.Period, err)
+	}
+	return nil
+}
+
+// Spending lists the caps of the scopes with their current windows.
+func (db *DB) Spending(ctx context.Context, now time.Time, scopes ...string) ([]store.Spend, error) {
+	var out []store.Spend
+	for _, scope := range scopes {
+		rows, err := db.r.QueryContext(ctx, db.q(`SELECT period, limit_nanos FROM spend_caps WHERE scope = ? ORDER BY period`), scope)
+		if err != nil {
+			return nil, fmt.Errorf("spending of %s: %w", scope, err)
+		}
+		var caps []store.Cap
+		for rows.Next() {
+			c := store.Cap{Scope: scope}
+			var limit int64
+			if err := rows.Scan(&c.Period, &limit); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			c.Limit = money.Nanos(limit)
+			caps = append(caps, c)
+		}
+		rows.Close()
+		for _, c := range caps {
+			sp := store.Spend{Cap: c, ResetsAt: store.WindowEnd(c.Period, now)}
+			var spent, held int64
+			err := db.r.QueryRowContext(ctx, db.q(`SELECT spent, held FROM spend_windows WHERE scope = ? AND period = ? AND window_start = ?`),
+				scope, c.Period, millis(store.WindowStart(c.Period, now))).Scan(&spent, &held)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return nil, err
+			}
+			sp.Spent, sp.Held = money.Nanos(spent), money.Nanos(held)
+			out = append(out, sp)
+		}
+	}
+	return out, nil
+}
+
+// Balance returns an account's money, buyer side and provider side.
+func (db *DB) Balance(ctx context.Context, accountID string) (*store.Balance, error) {
+	var b store.Balance
+	var credits, held sql.NullInt64
+	err := db.r.QueryRowContext(ctx, db.q(`SELECT balance, held FROM ledger_accounts WHERE id = ?`), buyerAccount(accountID)).Scan(&credits, &held)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("balance of %s: %w", accountID, err)
+	}
+	b.Credits, b.Held = money.Nanos(credits.Int64), money.Nanos(held.Int64)
+	sums := []struct {
+		query string
+		arg   string
+		into  *money.Nanos
+	}{
+		{`SELECT CAST(COALESCE(SUM(e.amount), 0) AS BIGINT) FROM ledger_entries e JOIN ledger_txns t ON t.id = e.txn_id WHERE e.account = ? AND t.kind = 'deposit'`, buyerAccount(accountID), &b.Deposited},
+		{`SELECT CAST(COALESCE(-SUM(e.amount), 0) AS BIGINT) FROM ledger_entries e JOIN ledger_txns t ON t.id = e.txn_id WHERE e.account = ? AND t.kind = 'settle'`, buyerAccount(accountID), &b.Spent},
+		{`SELECT CAST(COALESCE(SUM(balance), 0) AS BIGINT) FROM ledger_accounts WHERE id = ?`, pendingAccount(accountID), &b.Pending},
+		{`SELECT CAST(COALESCE(SUM(balance), 0) AS BIGINT) FROM ledger_accounts WHERE id = ?`, availableAccount(accountID), &b.Available},
+		{`SELECT CAST(COALESCE(-SUM(e.amount), 0) AS BIGINT) FROM ledger_entries e JOIN ledger_txns t ON t.id = e.txn_id WHERE e.account = ? AND t.kind = 'payout'`, availableAccount(accountID), &b.PaidOut},
+	}
+	for _, s := range sums {
+		var v int64
+		if err := db.r.QueryRowContext(ctx, db.q(s.query), s.arg).Scan(&v); err != nil {
+			return nil, fmt.Errorf("balance of %s: %w", accountID, err)
+		}
+		*s.into = money.Nanos(v)
+	}
+	return &b, nil
+}
+
+// Earnings lists a provider's earnings per node and UTC day since a time, newest first.
+func (db *DB) Earnings(ctx context.Context, accountID string, since time.Time) ([]store.Earning, error) {
+	const day = int64(24 * time.Hour / time.Millisecond)
+	rows, err := db.r.QueryContext(ctx, db.q(`SELECT node_id, created_at / ? AS day,
+	CAST(COALESCE(SUM(CASE WHEN released = 0 THEN amount ELSE 0 END), 0) AS BIGINT),
+	CAST(COALESCE(SUM(CASE WHEN released = 1 THEN amount ELSE 0 END), 0) AS BIGINT)
+FROM ledger_entries WHERE account = ? AND node_id IS NOT NULL AND created_at >= ?
+GROUP BY node_id, created_at / ? ORDER BY day DESC, node_id`), day, pendingAccount(accountID), millis(since), day)
+	if err != nil {
+		return nil, fmt.Errorf("earnings of %s: %w", accountID, err)
+	}
+	defer rows.Close()
+	var out []store.Earning
+	for rows.Next() {
+		var e store.Earning
+		var d, pending, avail int64
+		if err := rows.Scan(&e.NodeID, &d, &pending, &avail); err != nil {
+			return nil, fmt.Errorf("earnings of %s: %w", accountID, err)
+		}
+		e.Day, e.Pending, e.Available = fromMillis(d*day), money.Nanos(pending), money.Nanos(avail)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// LedgerSum returns the sum over all ledger accounts: zero, always.
+func (db *DB) LedgerSum(ctx context.Context) (money.Nanos, error) {
+	var sum int64
+	if err := db.r.QueryRowContext(ctx, `SELECT CAST(COALESCE(SUM(balance), 0) AS BIGINT) FROM ledger_accounts`).Scan(&sum); err != nil {
+		return 0, fmt.Errorf("ledger sum: %w", err)
+	}
+	return money.Nanos(sum), nil
+}
+
+// insertUsageTx records a request's usage inside a settlement's transaction.
+func (db *DB) insertUsageTx(ctx context.Context, tx *sql.Tx, u *store.Usage) error {
+	if _, err := tx.ExecContext(ctx, db.q(insertUsageSQL), usageArgs(u)...); err != nil {
+		return fmt.Errorf("record usage of request %s: %w", u.RequestID, err)
+	}
+	return nil
+}
