@@ -39,7 +39,12 @@ SQLite in --data-dir. Create keys with 'shareai keys' on this machine.`); err !=
 		}
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	st, err := openStore(ctx, cfg.DataDir)
+	var st *sqlstore.DB
+	if cfg.DB != "" {
+		st, err = sqlstore.Open(ctx, cfg.DB)
+	} else {
+		st, err = openStore(ctx, cfg.DataDir)
+	}
 	if err != nil {
 		return err
 	}
@@ -58,7 +63,7 @@ SQLite in --data-dir. Create keys with 'shareai keys' on this machine.`); err !=
 	if tlsCfg != nil {
 		scheme = "https"
 	}
-	log.Info("coordinator listening", "url", scheme+"://"+ln.Addr().String(), "data_dir", cfg.DataDir)
+	log.Info("coordinator listening", "url", scheme+"://"+ln.Addr().String(), "store", st.String())
 	return c.Serve(ctx, ln)
 }
 

@@ -30,6 +30,7 @@ func (e *FieldError) Error() string { return fmt.Sprintf("--%s: %s", e.Field, e.
 var Env = []struct{ Name, Flag, Doc string }{
 	{"SHAREAI_ADDR", "addr", "coordinator listen address"},
 	{"SHAREAI_DATA_DIR", "data-dir", "where the database, keys and node keys live"},
+	{"SHAREAI_DB", "db", "the coordinator's PostgreSQL URL (default: SQLite in the data dir)"},
 	{"SHAREAI_LOG_LEVEL", "log-level", "debug, info, warn or error"},
 	{"SHAREAI_LOG_FORMAT", "log-format", "text or json"},
 	{"SHAREAI_TLS_CERT", "tls-cert", "coordinator TLS certificate file (PEM)"},
@@ -93,6 +94,7 @@ func (l *Log) Logger() (*slog.Logger, error) {
 type Coordinator struct {
 	Addr              string
 	DataDir           string
+	DB                string // PostgreSQL URL; empty: SQLite in DataDir
 	TLSCert, TLSKey   string
 	DrainTimeout      time.Duration
 	HeartbeatInterval time.Duration
@@ -165,6 +167,7 @@ func (a *Ask) Prices() (in, out money.Price, err error) {
 func (c *Coordinator) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address for the buyer API and agents")
 	fs.StringVar(&c.DataDir, "data-dir", "./.shareai", "directory of the SQLite database")
+	fs.StringVar(&c.DB, "db", "", "database: a PostgreSQL URL (postgres://user@host:5432/db) instead of SQLite in --data-dir")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "TLS certificate file (PEM); serve HTTPS when set with --tls-key")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "TLS private key file (PEM)")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "how long shutdown waits for streams in flight")
@@ -180,8 +183,11 @@ func (c *Coordinator) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		errs = append(errs, &FieldError{"addr", "want host:port, such as 127.0.0.1:8080"})
 	}
-	if c.DataDir == "" {
+	if c.DataDir == "" && c.DB == "" {
 		errs = append(errs, &FieldError{"data-dir", "must not be empty"})
+	}
+	if c.DB != "" && !strings.HasPrefix(c.DB, "postgres://") && !strings.HasPrefix(c.DB, "postgresql://") {
+		errs = append(errs, &FieldError{"db", "want a PostgreSQL URL such as postgres://user@host:5432/shareai"})
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, &FieldError{"tls-cert", "set both --tls-cert and --tls-key, or neither"})

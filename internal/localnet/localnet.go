@@ -65,6 +65,7 @@ type Net struct {
 	coordErr chan error
 
 	stopAgents context.CancelFunc
+	stopAgent  []context.CancelFunc // one per agent
 	agentsDone sync.WaitGroup
 }
 
@@ -259,8 +260,10 @@ func (n *Net) startAgents(ctx context.Context) error {
 		n.Agents = append(n.Agents, a)
 		stopped := make(chan error, 1)
 		failed = append(failed, stopped)
+		one, stop := context.WithCancel(actx)
+		n.stopAgent = append(n.stopAgent, stop)
 		n.agentsDone.Go(func() {
-			err := a.Run(actx)
+			err := a.Run(one)
 			if err != nil {
 				n.cfg.Log.Error("agent stopped", "agent", i+1, "err", err)
 			}
@@ -278,6 +281,10 @@ func (n *Net) startAgents(ctx context.Context) error {
 	}
 	return nil
 }
+
+// StopAgent stops agent i (0-based) as if its machine went away: its connection closes and
+// its running jobs end.
+func (n *Net) StopAgent(i int) { n.stopAgent[i]() }
 
 // Close stops the coordinator (letting streams in flight finish), then the agents, and closes
 // the database.

@@ -93,6 +93,7 @@ type Usage struct {
 // Store is the coordinator's database.
 type Store interface {
 	Ledger
+	Reports
 
 	// CreateAccount creates an account; ErrConflict if the name is taken.
 	CreateAccount(ctx context.Context, a *Account) error

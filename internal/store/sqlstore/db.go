@@ -59,7 +59,11 @@ type DB struct {
 	dialect dialect
 	rebound sync.Map // query → query rebound to the dialect; see q
 	now     func() time.Time
+	name    string // for messages: the file, or the URL without its password
 }
+
+// String names the database for logs, never with a password.
+func (db *DB) String() string { return db.name }
 
 var _ store.Store = (*DB)(nil)
 
@@ -67,10 +71,23 @@ var _ store.Store = (*DB)(nil)
 // with postgres:// or postgresql:// is a PostgreSQL connection URL, as pgx reads it; anything
 // else is the path of a SQLite file, created if needed.
 func Open(ctx context.Context, dsn string) (*DB, error) {
+	var (
+		db  *DB
+		err error
+	)
 	if isPostgres(dsn) {
-		return openPostgres(ctx, dsn)
+		db, err = openPostgres(ctx, dsn)
+	} else {
+		db, err = openSQLite(ctx, dsn)
 	}
-	return openSQLite(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	db.name = "sqlite:" + dsn
+	if isPostgres(dsn) {
+		db.name = redact(dsn)
+	}
+	return db, nil
 }
 
 // openSQLite opens the SQLite file at path.
