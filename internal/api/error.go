@@ -29,6 +29,7 @@ const (
 	CodeProviderError       = "provider_error"
 	CodeInsufficientCredits = "insufficient_credits"
 	CodeSpendLimitExceeded  = "spend_limit_exceeded"
+	CodeNotFound            = "not_found"
 )
 
 // Error is an error the buyer sees, in OpenAI's shape:

@@ -78,6 +78,7 @@ func (g *Gateway) Register(mux *http.ServeMux) {
 	mux.Handle("POST /v1/completions", g.handle(g.completions))
 	mux.Handle("GET /v1/models", g.handle(g.listModels))
 	mux.Handle("GET /v1/models/{id...}", g.handle(g.getModel))
+	g.registerAccount(mux)
 	mux.Handle("/v1/", g.handle(func(w http.ResponseWriter, r *http.Request, c *call) error {
 		return &api.Error{Status: http.StatusNotFound, Type: api.TypeInvalidRequest, Code: "unknown_url",
 			Message: fmt.Sprintf("Unknown request URL: %s %s.", r.Method, r.URL.Path)}

@@ -38,7 +38,8 @@ type Config struct {
 type Ledger struct {
 	cfg     Config
 	log     *slog.Logger
-	settler *settler
+	holds   *batcher[*store.Hold]
+	settles *batcher[*store.Settlement]
 }
 
 // New returns a ledger. Call Close to settle what is queued.
@@ -55,11 +56,21 @@ func New(cfg Config) *Ledger {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Ledger{cfg: cfg, log: cfg.Log, settler: newSettler(cfg.Store, cfg.Log)}
+	l := &Ledger{cfg: cfg, log: cfg.Log}
+	if cfg.Store != nil {
+		l.holds = newBatcher(cfg.Store.PlaceHolds)
+		l.settles = newBatcher(cfg.Store.Settle)
+	}
+	return l
 }
 
-// Close settles what is queued and stops the settler.
-func (l *Ledger) Close() { l.settler.close() }
+// Close places and settles what is queued, and stops.
+func (l *Ledger) Close() {
+	if l.holds != nil {
+		l.holds.close()
+		l.settles.close()
+	}
+}
 
 // Ask is a node's price for a model: USD per million input and output tokens, as nano-dollars.
 type Ask struct {
@@ -99,7 +110,7 @@ func (l *Ledger) MaxCost(a Ask, b Bounds) money.Nanos {
 // Hold reserves the most a request can cost; it returns a *store.LimitError when the balance
 // or a spend cap does not allow it.
 func (l *Ledger) Hold(ctx context.Context, requestID string, key *store.Key, amount money.Nanos) error {
-	return l.cfg.Store.PlaceHold(ctx, &store.Hold{
+	return l.holds.do(ctx, &store.Hold{
 		RequestID: requestID, AccountID: key.AccountID, KeyID: key.ID, Amount: amount, CreatedAt: l.cfg.Now(),
 	})
 }
@@ -177,9 +188,12 @@ func (l *Ledger) Settle(ctx context.Context, bill *Bill, u *store.Usage) error {
 	s := bill.Settlement
 	u.Cost = s.Debit
 	s.Usage = u
-	err := l.settler.settle(ctx, s)
+	err := l.settles.do(ctx, s)
 	if errors.Is(err, store.ErrClosed) {
 		return nil // settled already: settling is idempotent
+	}
+	if err != nil {
+		l.log.Error("settle request", "request_id", s.RequestID, "err", err)
 	}
 	return err
 }

@@ -34,7 +34,9 @@ type fixture struct {
 	provider string
 }
 
-func setup(t *testing.T, kind string, credit money.Nanos) *fixture {
+func setup(t *testing.T, kind string, credit money.Nanos) *fixture { return setupTB(t, kind, credit) }
+
+func setupTB(t testing.TB, kind string, credit money.Nanos) *fixture {
 	t.Helper()
 	db := sqlstoretest.Open(t, kind)
 	ctx := context.Background()

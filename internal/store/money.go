@@ -141,8 +141,12 @@ type Ledger interface {
 	// cap of the key and the account, in one atomic step. It returns a *LimitError when it
 	// cannot, and ErrConflict for a request id already held.
 	PlaceHold(ctx context.Context, h *Hold) error
-	// Settle closes holds. Settlements share one transaction but commit or fail one by one:
-	// errs[i] is settlement i's error, ErrClosed when its hold was already closed.
+	// PlaceHolds places holds in one transaction, each as PlaceHold would after the ones
+	// before it: errs[i] is hold i's error.
+	PlaceHolds(ctx context.Context, hs []*Hold) (errs []error)
+	// Settle closes holds in one transaction. A settlement refused for a reason of its own
+	// writes nothing: errs[i] is settlement i's error, ErrClosed when its hold was already
+	// closed. A database error fails them all.
 	Settle(ctx context.Context, batch []*Settlement) (errs []error)
 	// OpenHolds lists the holds not yet settled or voided.
 	OpenHolds(ctx context.Context) ([]*Hold, error)

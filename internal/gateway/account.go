@@ -1,0 +1,375 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shareai/shareai/internal/api"
+	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/protocol"
+	"github.com/shareai/shareai/internal/store"
+)
+
+// The reporting endpoints, in OpenRouter's shapes ({"data": {...}}):
+//
+//	GET /v1/generation?id=ID     one of the caller's requests: tokens, cost, latency, outcome
+//	GET /v1/credits              the caller's account: deposited, spent, balance, held
+//	GET /v1/key                  the calling key: its spend limits and its usage per period
+//	GET /v1/provider/earnings    a provider's earnings per node and day (provider token)
+//
+// Amounts are USD, written as exact decimal JSON numbers (0.000000123, never 1.23e-07), with
+// "_usd" string twins where a client might want the decimal text.
+//
+// An id-taking endpoint answers an id of another account exactly as an unknown id, 404
+// not_found, so that it tells nobody which ids exist.
+func (g *Gateway) registerAccount(mux *http.ServeMux) {
+	mux.Handle("GET /v1/generation", g.handle(g.generation))
+	mux.Handle("GET /v1/credits", g.handle(g.credits))
+	mux.Handle("GET /v1/key", g.handle(g.keyInfo))
+	mux.Handle("GET /v1/provider/earnings", g.handleProvider(g.providerEarnings))
+}
+
+// usd is an amount of money shown in USD as an exact JSON number.
+type usd money.Nanos
+
+func (u usd) MarshalJSON() ([]byte, error) { return []byte(money.Nanos(u).String()), nil }
+
+// data wraps a response body as OpenRouter does.
+type data[T any] struct {
+	Data T `json:"data"`
+}
+
+// Generation is GET /v1/generation's record of one request.
+type Generation struct {
+	ID               string  `json:"id"`         // the completion's id, chatcmpl-… or cmpl-…
+	RequestID        string  `json:"request_id"` // the X-Request-Id, req_…
+	Model            string  `json:"model"`
+	Endpoint         string  `json:"endpoint"`      // "chat" or "completion"
+	NodeID           *string `json:"node_id"`       // null when no node took the request
+	Region           *string `json:"region"`        // the serving node's region
+	TokensPrompt     int     `json:"tokens_prompt"` // billed
+	TokensCompletion int     `json:"tokens_completion"`
+	TotalCost        usd     `json:"total_cost"`
+	CostUSD          string  `json:"cost_usd"`
+	CreatedAt        string  `json:"created_at"` // RFC 3339, UTC
+	LatencyMS        int64   `json:"latency_ms"`
+	TTFTMS           *int64  `json:"ttft_ms"` // null when no token came
+	Streamed         bool    `json:"streamed"`
+	Cancelled        bool    `json:"cancelled"`
+	Outcome          string  `json:"outcome"` // ok, cancelled, error or rejected
+	FinishReason     *string `json:"finish_reason"`
+}
+
+// maxIDLen bounds the ids looked up; ours are far shorter.
+const maxIDLen = 128
+
+// requestIDOf reads the id a buyer holds: the request id (req_…), or the id of the completion
+// (chatcmpl-… for chat, cmpl-… for text), which shares the request id's suffix. endpoint is the
+// kind of request the id names, "" for a request id.
+func requestIDOf(id string) (requestID, endpoint string, ok bool) {
+	if len(id) > maxIDLen {
+		return "", "", false
+	}
+	var suffix string
+	switch {
+	case strings.HasPrefix(id, "req_"):
+		suffix = strings.TrimPrefix(id, "req_")
+	case strings.HasPrefix(id, "chatcmpl-"):
+		suffix, endpoint = strings.TrimPrefix(id, "chatcmpl-"), protocol.KindChat
+	case strings.HasPrefix(id, "cmpl-"):
+		suffix, endpoint = strings.TrimPrefix(id, "cmpl-"), protocol.KindCompletion
+	}
+	if suffix == "" {
+		return "", "", false
+	}
+	return "req_" + suffix, endpoint, true
+}
+
+// completionID is the id the request's answer carried.
+func completionID(u *store.Usage) string {
+	suffix := strings.TrimPrefix(u.RequestID, "req_")
+	switch u.Endpoint {
+	case protocol.KindChat:
+		return "chatcmpl-" + suffix
+	case protocol.KindCompletion:
+		return "cmpl-" + suffix
+	}
+	return u.RequestID
+}
+
+func (g *Gateway) generation(w http.ResponseWriter, r *http.Request, c *call) error {
+	id := r.URL.Query().Get("id")
+	if id == "" {
+		return api.BadRequest("id", api.CodeInvalidValue, "Missing id: GET /v1/generation?id=ID, with the id of a completion (chatcmpl-…, cmpl-…) or the X-Request-Id of a request (req_…).")
+	}
+	notFound := &api.Error{Status: http.StatusNotFound, Type: api.TypeInvalidRequest, Param: "id", Code: api.CodeNotFound,
+		Message: fmt.Sprintf("No generation with id '%s' was found for this account. A request is found once it has been billed.", id)}
+	requestID, endpoint, ok := requestIDOf(id)
+	if !ok {
+		return notFound
+	}
+	u, err := g.cfg.Store.UsageByRequest(r.Context(), requestID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return notFound
+	case err != nil:
+		return fmt.Errorf("generation %s: %w", requestID, err)
+	case u.AccountID != c.key.AccountID, endpoint != "" && u.Endpoint != endpoint:
+		return notFound // another account's request answers as an unknown one
+	}
+	gen := Generation{
+		ID: completionID(u), RequestID: u.RequestID, Model: u.Model, Endpoint: u.Endpoint,
+		NodeID: nullable(u.NodeID), Region: nullable(u.Region),
+		TokensPrompt: u.PromptTokens, TokensCompletion: u.CompletionTokens,
+		TotalCost: usd(u.Cost), CostUSD: u.Cost.String(),
+		CreatedAt: u.CreatedAt.UTC().Format(time.RFC3339Nano), LatencyMS: u.Duration.Milliseconds(),
+		Streamed: u.Stream, Cancelled: u.Outcome == store.OutcomeCancelled, Outcome: u.Outcome,
+		FinishReason: nullable(u.FinishReason),
+	}
+	if u.TTFT > 0 {
+		ms := u.TTFT.Milliseconds()
+		gen.TTFTMS = &ms
+	}
+	return writeJSON(w, data[Generation]{gen})
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// Credits is GET /v1/credits: the account's money as a buyer.
+type Credits struct {
+	TotalCredits    usd    `json:"total_credits"` // deposited, ever
+	TotalUsage      usd    `json:"total_usage"`   // spent, ever
+	Balance         usd    `json:"balance"`       // total_credits - total_usage
+	Held            usd    `json:"held"`          // reserved by requests in flight
+	Available       usd    `json:"available"`     // balance - held: what new requests may use
+	TotalCreditsUSD string `json:"total_credits_usd"`
+	TotalUsageUSD   string `json:"total_usage_usd"`
+	BalanceUSD      string `json:"balance_usd"`
+	HeldUSD         string `json:"held_usd"`
+	AvailableUSD    string `json:"available_usd"`
+}
+
+func (g *Gateway) credits(w http.ResponseWriter, r *http.Request, c *call) error {
+	b, err := g.cfg.Store.Balance(r.Context(), c.key.AccountID)
+	if err != nil {
+		return err
+	}
+	avail := b.Credits - b.Held
+	return writeJSON(w, data[Credits]{Credits{
+		TotalCredits: usd(b.Deposited), TotalUsage: usd(b.Spent), Balance: usd(b.Credits), Held: usd(b.Held), Available: usd(avail),
+		TotalCreditsUSD: b.Deposited.String(), TotalUsageUSD: b.Spent.String(), BalanceUSD: b.Credits.String(),
+		HeldUSD: b.Held.String(), AvailableUSD: avail.String(),
+	}})
+}
+
+// KeyInfo is GET /v1/key: the calling key, its spend limits and its usage.
+type KeyInfo struct {
+	Label  string     `json:"label"`
+	Prefix string     `json:"prefix"`
+	Limits []KeyLimit `json:"limits"` // the key's caps and its account's; [] when none
+	Usage  KeyUsage   `json:"usage"`
+}
+
+// KeyLimit is a spend cap in its current window. Usage counts what was spent under the cap
+// since it was set, within the window.
+type KeyLimit struct {
+	Scope          string `json:"scope"`  // "key" or "account"
+	Period         string `json:"period"` // daily, weekly or monthly
+	Limit          usd    `json:"limit"`
+	Usage          usd    `json:"usage"` // spent in the window
+	Held           usd    `json:"held"`  // reserved by requests in flight
+	LimitRemaining usd    `json:"limit_remaining"`
+	ResetsAt       string `json:"resets_at"` // RFC 3339, UTC
+}
+
+// KeyUsage is what the key spent in the current UTC day, week (from Monday) and month.
+type KeyUsage struct {
+	Daily   usd `json:"daily"`
+	Weekly  usd `json:"weekly"`
+	Monthly usd `json:"monthly"`
+}
+
+func (g *Gateway) keyInfo(w http.ResponseWriter, r *http.Request, c *call) error {
+	ctx, k, now := r.Context(), c.key, g.cfg.Now()
+	spends, err := g.cfg.Store.Spending(ctx, now, store.KeyScope(k.ID), store.AccountScope(k.AccountID))
+	if err != nil {
+		return err
+	}
+	info := KeyInfo{Label: k.Name, Prefix: k.Prefix, Limits: []KeyLimit{}}
+	for _, sp := range spends {
+		scope := "account"
+		if sp.Scope == store.KeyScope(k.ID) {
+			scope = "key"
+		}
+		info.Limits = append(info.Limits, KeyLimit{
+			Scope: scope, Period: sp.Period, Limit: usd(sp.Limit), Usage: usd(sp.Spent), Held: usd(sp.Held),
+			LimitRemaining: usd(max(sp.Limit-sp.Spent-sp.Held, 0)), ResetsAt: sp.ResetsAt.UTC().Format(time.RFC3339),
+		})
+	}
+	for _, p := range []struct {
+		period string
+		into   *usd
+	}{{store.Daily, &info.Usage.Daily}, {store.Weekly, &info.Usage.Weekly}, {store.Monthly, &info.Usage.Monthly}} {
+		spent, err := g.cfg.Store.KeyUsage(ctx, k.AccountID, k.ID, store.WindowStart(p.period, now))
+		if err != nil {
+			return err
+		}
+		*p.into = usd(spent)
+	}
+	return writeJSON(w, data[KeyInfo]{info})
+}
+
+// Earnings is GET /v1/provider/earnings: a provider's earnings per node and UTC day over the
+// last days, newest first, and the account's totals.
+type Earnings struct {
+	Since    string        `json:"since"` // the first day counted, YYYY-MM-DD (UTC)
+	Days     int           `json:"days"`
+	Earnings []NodeEarning `json:"earnings"`
+	Totals   EarningTotals `json:"totals"`
+}
+
+// NodeEarning is what one node earned on one day: Pending is not yet released; Available was
+// released, paid out since or not.
+type NodeEarning struct {
+	Date      string `json:"date"` // YYYY-MM-DD (UTC)
+	NodeID    string `json:"node_id"`
+	NodeName  string `json:"node_name"`
+	Pending   usd    `json:"pending"`
+	Available usd    `json:"available"`
+}
+
+// EarningTotals are the provider account's money now, all days counted: Pending waits for its
+// release, Available can be paid out, PaidOut was.
+type EarningTotals struct {
+	Pending      usd    `json:"pending"`
+	Available    usd    `json:"available"`
+	PaidOut      usd    `json:"paid_out"`
+	PendingUSD   string `json:"pending_usd"`
+	AvailableUSD string `json:"available_usd"`
+	PaidOutUSD   string `json:"paid_out_usd"`
+}
+
+// maxEarningDays bounds ?days=.
+const maxEarningDays = 366
+
+func (g *Gateway) providerEarnings(w http.ResponseWriter, r *http.Request, c *call) error {
+	days := 30
+	if s := r.URL.Query().Get("days"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxEarningDays {
+			return api.BadRequest("days", api.CodeInvalidValue, "days must be a whole number from 1 to %d; got '%s'.", maxEarningDays, s)
+		}
+		days = n
+	}
+	ctx, acct := r.Context(), c.key.AccountID
+	since := store.WindowStart(store.Daily, g.cfg.Now()).AddDate(0, 0, -(days - 1))
+	es, err := g.cfg.Store.Earnings(ctx, acct, since)
+	if err != nil {
+		return err
+	}
+	b, err := g.cfg.Store.Balance(ctx, acct)
+	if err != nil {
+		return err
+	}
+	out := Earnings{Since: since.Format(time.DateOnly), Days: days, Earnings: []NodeEarning{}, Totals: EarningTotals{
+		Pending: usd(b.Pending), Available: usd(b.Available), PaidOut: usd(b.PaidOut),
+		PendingUSD: b.Pending.String(), AvailableUSD: b.Available.String(), PaidOutUSD: b.PaidOut.String(),
+	}}
+	names := map[string]string{}
+	for _, e := range es {
+		name, ok := names[e.NodeID]
+		if !ok {
+			name, err = g.nodeName(ctx, e.NodeID)
+			if err != nil {
+				return err
+			}
+			names[e.NodeID] = name
+		}
+		out.Earnings = append(out.Earnings, NodeEarning{Date: e.Day.UTC().Format(time.DateOnly), NodeID: e.NodeID, NodeName: name,
+			Pending: usd(e.Pending), Available: usd(e.Available)})
+	}
+	return writeJSON(w, data[Earnings]{out})
+}
+
+// nodeName is a node's name, "" when the node is not on record.
+func (g *Gateway) nodeName(ctx context.Context, id string) (string, error) {
+	n, err := g.cfg.Store.Node(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return n.Name, nil
+}
+
+// handleProvider is handle for the provider API: it authenticates a provider token (spt-…)
+// instead of an API key.
+func (g *Gateway) handleProvider(fn handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := &call{id: RequestID(r.Context()), start: g.cfg.Now()}
+		err := g.authenticateProvider(r, c)
+		if err == nil {
+			r.Body = http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes)
+			err = fn(w, r, c)
+		}
+		if err != nil {
+			g.writeError(w, c, err)
+		}
+	})
+}
+
+func (g *Gateway) authenticateProvider(r *http.Request, c *call) error {
+	secret, ok := bearer(r)
+	if !ok {
+		return &api.Error{Status: http.StatusUnauthorized, Type: api.TypeInvalidRequest, Code: api.CodeMissingAPIKey,
+			Message: "You didn't provide a provider token. Pass it in an Authorization header using Bearer auth (i.e. Authorization: Bearer spt-…)."}
+	}
+	k, err := g.keys.lookup(r.Context(), g.cfg.Store, secret)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("look up provider token: %w", err)
+	}
+	if k == nil || k.Revoked() || k.Kind != store.KeyProvider {
+		msg := "Incorrect provider token provided: " + redact(secret) + "."
+		if k != nil && k.Kind == store.KeyBuyer {
+			msg = "An API key cannot call the provider API; use a provider token (spt-…)."
+		} else if k != nil && k.Revoked() {
+			msg = "The provider token " + k.Prefix + "… has been revoked."
+		}
+		return &api.Error{Status: http.StatusUnauthorized, Type: api.TypeInvalidRequest, Code: api.CodeInvalidAPIKey, Message: msg}
+	}
+	c.key = k
+	return nil
+}
+
+// bearer returns the secret of a Bearer Authorization header.
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	secret, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok {
+		secret, ok = strings.CutPrefix(h, "bearer ")
+	}
+	secret = strings.TrimSpace(secret)
+	return secret, ok && secret != ""
+}
+
+// writeError writes a handler's error in OpenAI's shape, as handle does.
+func (g *Gateway) writeError(w http.ResponseWriter, c *call, err error) {
+	var ae *api.Error
+	if !errors.As(err, &ae) {
+		g.log.Error("request failed", logRequestID, c.id, "err", err)
+		ae = &api.Error{Status: http.StatusInternalServerError, Type: api.TypeServer,
+			Message: "The server had an error while processing your request. Request id: " + c.id + "."}
+	}
+	ae.Write(w)
+}

@@ -1,0 +1,94 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// maxBatch bounds the items committed in one transaction.
+const maxBatch = 256
+
+// batcher commits items in batches: whoever is waiting when a commit ends goes into the next
+// one, so under load many items share a transaction (and a disk flush), while a lone item
+// commits at once. The store keeps each item atomic on its own.
+type batcher[T any] struct {
+	commit func(ctx context.Context, items []T) []error
+	in     chan *waiting[T]
+
+	mu     sync.RWMutex // guards closed against do racing close
+	closed bool
+	done   chan struct{}
+}
+
+type waiting[T any] struct {
+	item T
+	err  chan error
+}
+
+func newBatcher[T any](commit func(ctx context.Context, items []T) []error) *batcher[T] {
+	b := &batcher[T]{commit: commit, in: make(chan *waiting[T], 4*maxBatch), done: make(chan struct{})}
+	go b.run()
+	return b
+}
+
+var errClosed = errors.New("ledger closed")
+
+// do commits item with the next batch and returns its error. Once queued, the item commits
+// whether or not the caller still waits.
+func (b *batcher[T]) do(ctx context.Context, item T) error {
+	w := &waiting[T]{item: item, err: make(chan error, 1)}
+	b.mu.RLock()
+	if b.closed {
+		b.mu.RUnlock()
+		return errClosed
+	}
+	b.in <- w
+	b.mu.RUnlock()
+	select {
+	case err := <-w.err:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// close commits what is queued and stops.
+func (b *batcher[T]) close() {
+	b.mu.Lock()
+	if !b.closed {
+		b.closed = true
+		close(b.in)
+	}
+	b.mu.Unlock()
+	<-b.done
+}
+
+func (b *batcher[T]) run() {
+	defer close(b.done)
+	batch := make([]*waiting[T], 0, maxBatch)
+	items := make([]T, 0, maxBatch)
+	for w := range b.in {
+		batch = append(batch[:0], w)
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case w, ok := <-b.in:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, w)
+			default:
+				break drain
+			}
+		}
+		items = items[:0]
+		for _, w := range batch {
+			items = append(items, w.item)
+		}
+		errs := b.commit(context.Background(), items)
+		for i, w := range batch {
+			w.err <- errs[i]
+		}
+	}
+}
