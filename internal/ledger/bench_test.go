@@ -24,7 +24,7 @@ func BenchmarkHoldSettle(b *testing.B) {
 			bounds := ledger.Bounds{PromptTokens: 2000, CompletionTokens: 500}
 			amount := f.l.MaxCost(ask, bounds)
 			var n atomic.Int64
-			b.SetParallelism(32) // 32 × GOMAXPROCS requests in flight
+			b.SetParallelism(128) // 128 × GOMAXPROCS requests in flight
 			start := time.Now()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {

@@ -7,135 +7,202 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/store"
 )
 
 // Holds and settlements come in batches that share one transaction, so that a busy coordinator
-// pays for one commit (one disk flush) per batch. Every check of an item happens before its
-// first write, so an item refused for a reason of its own (a limit, a hold already closed)
-// writes nothing and leaves the others alone; an unexpected database error fails the batch.
+// pays for one commit (one disk flush) and a handful of statements per batch rather than per
+// request. Every item is checked before anything is written, so an item refused for a reason
+// of its own (a limit, a hold already closed) writes nothing and leaves the others alone; an
+// unexpected database error fails the whole batch.
 
 // PlaceHold reserves h.Amount within the buyer's balance and spend caps.
 func (db *DB) PlaceHold(ctx context.Context, h *store.Hold) error {
 	return db.PlaceHolds(ctx, []*store.Hold{h})[0]
 }
 
-// PlaceHolds places holds in one transaction. A hold is checked against the balance and caps as
-// the holds before it in the batch left them: SQLite's write transactions are exclusive, and on
-// PostgreSQL each buyer's ledger row is locked before it is read, so holds of one account never
-// interleave.
+// PlaceHolds places holds in one transaction, each checked against the balance and caps as the
+// holds before it left them. SQLite's write transactions are exclusive; on PostgreSQL each
+// buyer's ledger row is locked before it is read, so holds of one account never interleave.
 func (db *DB) PlaceHolds(ctx context.Context, hs []*store.Hold) []error {
 	errs := make([]error, len(hs))
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		clear(errs)
-		for i, h := range hs {
-			err := db.placeHold(ctx, tx, h)
-			if le, ok := errors.AsType[*store.LimitError](err); ok {
-				errs[i] = le
-				continue
-			}
-			if errors.Is(err, store.ErrConflict) {
-				errs[i] = fmt.Errorf("hold for request %s: %w", h.RequestID, err)
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("hold for request %s: %w", h.RequestID, err)
-			}
-		}
-		return nil
+		return db.placeHolds(ctx, tx, hs, errs)
 	})
 	if err != nil {
 		for i := range errs {
-			errs[i] = err
+			errs[i] = fmt.Errorf("place holds: %w", err)
 		}
 	}
 	return errs
 }
 
-func (db *DB) placeHold(ctx context.Context, tx *sql.Tx, h *store.Hold) error {
-	buyer := buyerAccount(h.AccountID)
-	var balance, held int64
-	err := tx.QueryRowContext(ctx, db.q(`SELECT balance, held FROM ledger_accounts WHERE id = ?`+db.forUpdate()), buyer).Scan(&balance, &held)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return err
+type funds struct{ balance, held money.Nanos }
+
+func (db *DB) placeHolds(ctx context.Context, tx *sql.Tx, hs []*store.Hold, errs []error) error {
+	// The buyers' balances, locked in a fixed order.
+	buyers := map[string]*funds{}
+	var ids []string
+	for _, h := range hs {
+		if id := buyerAccount(h.AccountID); buyers[id] == nil {
+			buyers[id] = &funds{}
+			ids = append(ids, id)
+		}
 	}
-	if avail := money.Nanos(balance - held); avail < h.Amount {
-		return &store.LimitError{Available: max(avail, 0), Need: h.Amount}
+	slices.Sort(ids)
+	for _, id := range ids {
+		var balance, held int64
+		err := tx.QueryRowContext(ctx, db.q(`SELECT balance, held FROM ledger_accounts WHERE id = ?`+db.forUpdate()), id).Scan(&balance, &held)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		buyers[id].balance, buyers[id].held = money.Nanos(balance), money.Nanos(held)
 	}
-	// The caps of the key and the account, each with its current window's spending.
-	at := h.CreatedAt
-	rows, err := tx.QueryContext(ctx, db.q(`SELECT c.scope, c.period, c.limit_nanos, COALESCE(w.spent, 0), COALESCE(w.held, 0)
-FROM spend_caps c LEFT JOIN spend_windows w ON w.scope = c.scope AND w.period = c.period AND w.window_start =
-	CASE c.period WHEN 'daily' THEN CAST(? AS BIGINT) WHEN 'weekly' THEN CAST(? AS BIGINT) ELSE CAST(? AS BIGINT) END
-WHERE c.scope IN (?, ?)`),
-		millis(store.WindowStart(store.Daily, at)), millis(store.WindowStart(store.Weekly, at)), millis(store.WindowStart(store.Monthly, at)),
-		store.KeyScope(h.KeyID), store.AccountScope(h.AccountID))
-	if err != nil {
-		return err
+
+	// The caps of every key and account in the batch.
+	caps := map[string][]store.Cap{}
+	var scopes []string
+	for _, h := range hs {
+		for _, s := range []string{store.KeyScope(h.KeyID), store.AccountScope(h.AccountID)} {
+			if _, ok := caps[s]; !ok {
+				caps[s] = nil
+				scopes = append(scopes, s)
+			}
+		}
 	}
-	var ws []window
-	for rows.Next() {
+	err := db.inChunks(ctx, tx, `SELECT scope, period, limit_nanos FROM spend_caps WHERE scope IN `, ``, nil, scopes, func(r *sql.Rows) error {
 		var c store.Cap
-		var limit, spent, wheld int64
-		if err := rows.Scan(&c.Scope, &c.Period, &limit, &spent, &wheld); err != nil {
-			rows.Close()
+		var limit int64
+		if err := r.Scan(&c.Scope, &c.Period, &limit); err != nil {
 			return err
 		}
 		c.Limit = money.Nanos(limit)
-		if left := c.Limit - money.Nanos(spent+wheld); left < h.Amount {
-			rows.Close()
-			return &store.LimitError{Cap: &c, Available: max(left, 0), Need: h.Amount, ResetsAt: store.WindowEnd(c.Period, at)}
-		}
-		ws = append(ws, window{c.Scope, c.Period, millis(store.WindowStart(c.Period, at))})
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	res, err := tx.ExecContext(ctx, db.q(`INSERT INTO holds (request_id, account_id, key_id, amount, windows, status, created_at)
-VALUES (?, ?, ?, ?, ?, 'open', ?) ON CONFLICT (request_id) DO NOTHING`),
-		h.RequestID, h.AccountID, h.KeyID, int64(h.Amount), formatWindows(ws), millis(at))
+		caps[c.Scope] = append(caps[c.Scope], c)
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		return store.ErrConflict
+
+	// Decide, in order, keeping the windows' spending in memory.
+	spend := map[window]*funds{} // window → spent (as balance) and held
+	held := make([][]window, len(hs))
+	var accepted []int
+	for i, h := range hs {
+		b := buyers[buyerAccount(h.AccountID)]
+		if avail := b.balance - b.held; avail < h.Amount {
+			errs[i] = &store.LimitError{Available: max(avail, 0), Need: h.Amount}
+			continue
+		}
+		var ws []window
+		var refused error
+		for _, c := range append(caps[store.KeyScope(h.KeyID)], caps[store.AccountScope(h.AccountID)]...) {
+			w := window{c.Scope, c.Period, millis(store.WindowStart(c.Period, h.CreatedAt))}
+			f, err := db.windowFunds(ctx, tx, spend, w)
+			if err != nil {
+				return err
+			}
+			if left := c.Limit - f.balance - f.held; left < h.Amount {
+				refused = &store.LimitError{Cap: &c, Available: max(left, 0), Need: h.Amount, ResetsAt: store.WindowEnd(c.Period, h.CreatedAt)}
+				break
+			}
+			ws = append(ws, w)
+		}
+		if refused != nil {
+			errs[i] = refused
+			continue
+		}
+		b.held += h.Amount
+		for _, w := range ws {
+			spend[w].held += h.Amount
+		}
+		held[i] = ws
+		accepted = append(accepted, i)
 	}
-	if _, err := tx.ExecContext(ctx, db.q(`UPDATE ledger_accounts SET held = held + ? WHERE id = ?`), int64(h.Amount), buyer); err != nil {
+	if len(accepted) == 0 {
+		return nil
+	}
+
+	rows := make([][]any, len(accepted))
+	for j, i := range accepted {
+		h := hs[i]
+		rows[j] = []any{h.RequestID, h.AccountID, h.KeyID, int64(h.Amount), formatWindows(held[i]), "open", millis(h.CreatedAt)}
+	}
+	inserted := map[string]bool{}
+	err = db.insertRows(ctx, tx, `INSERT INTO holds (request_id, account_id, key_id, amount, windows, status, created_at)`,
+		`ON CONFLICT (request_id) DO NOTHING RETURNING request_id`, rows, func(r *sql.Rows) error {
+			var id string
+			err := r.Scan(&id)
+			inserted[id] = true
+			return err
+		})
+	if err != nil {
 		return err
 	}
-	for _, w := range ws {
+	heldDelta := map[string]money.Nanos{}
+	windowDelta := map[window]money.Nanos{}
+	for _, i := range accepted {
+		h := hs[i]
+		if !inserted[h.RequestID] {
+			errs[i] = fmt.Errorf("hold for request %s: %w", h.RequestID, store.ErrConflict)
+			continue
+		}
+		heldDelta[buyerAccount(h.AccountID)] += h.Amount
+		for _, w := range held[i] {
+			windowDelta[w] += h.Amount
+		}
+	}
+	for _, id := range ids {
+		if d := heldDelta[id]; d != 0 {
+			if _, err := tx.ExecContext(ctx, db.q(`UPDATE ledger_accounts SET held = held + ? WHERE id = ?`), int64(d), id); err != nil {
+				return err
+			}
+		}
+	}
+	for _, w := range sortedWindows(windowDelta) {
 		if _, err := tx.ExecContext(ctx, db.q(`INSERT INTO spend_windows (scope, period, window_start, held) VALUES (?, ?, ?, ?)
 ON CONFLICT (scope, period, window_start) DO UPDATE SET held = spend_windows.held + excluded.held`),
-			w.scope, w.period, w.start, int64(h.Amount)); err != nil {
+			w.scope, w.period, w.start, int64(windowDelta[w])); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// batchTotals gathers a settlement batch's changes to shared rows, applied once at the end of
-// the batch.
-type batchTotals struct {
-	balance map[string]money.Nanos // ledger account → change of balance
-	held    map[string]money.Nanos // buyer ledger account → change of held
-	spent   map[window][2]money.Nanos
-	exists  map[string]bool // ledger accounts known to exist in this transaction
+// windowFunds returns a spend window's spent and held amounts, read once per batch.
+func (db *DB) windowFunds(ctx context.Context, tx *sql.Tx, spend map[window]*funds, w window) (*funds, error) {
+	if f := spend[w]; f != nil {
+		return f, nil
+	}
+	var spent, held int64
+	err := tx.QueryRowContext(ctx, db.q(`SELECT spent, held FROM spend_windows WHERE scope = ? AND period = ? AND window_start = ?`),
+		w.scope, w.period, w.start).Scan(&spent, &held)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, err
+	}
+	f := &funds{balance: money.Nanos(spent), held: money.Nanos(held)}
+	spend[w] = f
+	return f, nil
 }
 
-// ensure makes sure a ledger account exists before entries refer to it, once per batch.
-func (db *DB) ensure(ctx context.Context, tx *sql.Tx, t *batchTotals, id, owner, kind string) error {
-	if t.exists[id] {
-		return nil
+func sortedWindows[V any](m map[window]V) []window {
+	ws := make([]window, 0, len(m))
+	for w := range m {
+		ws = append(ws, w)
 	}
-	if err := db.ensureAccount(ctx, tx, id, owner, kind); err != nil {
-		return err
-	}
-	t.exists[id] = true
-	return nil
+	slices.SortFunc(ws, func(a, b window) int {
+		return cmp.Or(cmp.Compare(a.scope, b.scope), cmp.Compare(a.period, b.period), cmp.Compare(a.start, b.start))
+	})
+	return ws
+}
+
+// openHold is a hold as a settlement finds it.
+type openHold struct {
+	accountID, windows, status string
+	amount                     money.Nanos
 }
 
 // Settle closes holds in one transaction.
@@ -143,161 +210,177 @@ func (db *DB) Settle(ctx context.Context, batch []*store.Settlement) []error {
 	errs := make([]error, len(batch))
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		clear(errs)
-		t := batchTotals{
-			balance: map[string]money.Nanos{},
-			held:    map[string]money.Nanos{}, spent: map[window][2]money.Nanos{}, exists: map[string]bool{},
-		}
-		for i, s := range batch {
-			err := db.settle(ctx, tx, s, &t)
-			var refused *refusal
-			if errors.As(err, &refused) {
-				errs[i] = refused.err
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("settle request %s: %w", s.RequestID, err)
-			}
-		}
-		return db.applyTotals(ctx, tx, &t)
+		return db.settle(ctx, tx, batch, errs)
 	})
 	if err != nil {
 		for i := range errs {
-			errs[i] = err
+			errs[i] = fmt.Errorf("settle: %w", err)
 		}
 	}
 	return errs
 }
 
-// refusal is a settlement refused before it wrote anything.
-type refusal struct{ err error }
-
-func (r *refusal) Error() string { return r.err.Error() }
-
-func (db *DB) settle(ctx context.Context, tx *sql.Tx, s *store.Settlement, t *batchTotals) error {
-	var (
-		accountID, windows, status string
-		amount                     int64
-	)
-	err := tx.QueryRowContext(ctx, db.q(`SELECT account_id, amount, windows, status FROM holds WHERE request_id = ?`+db.forUpdate()),
-		s.RequestID).Scan(&accountID, &amount, &windows, &status)
-	if err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return &refusal{fmt.Errorf("settle request %s: %w", s.RequestID, store.ErrNotFound)}
-		}
-		return err
+func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement, errs []error) error {
+	ids := make([]string, len(batch))
+	for i, s := range batch {
+		ids[i] = s.RequestID
 	}
-	if status != "open" {
-		return &refusal{fmt.Errorf("settle request %s: %w", s.RequestID, store.ErrClosed)}
-	}
-	var earned money.Nanos
-	for _, p := range s.Parts {
-		if p.Earned < 0 {
-			return &refusal{fmt.Errorf("settle request %s: negative earnings for node %s", s.RequestID, p.NodeID)}
-		}
-		earned += p.Earned
-	}
-	switch {
-	case s.Fee < 0 || s.Debit != earned+s.Fee:
-		return &refusal{fmt.Errorf("settle request %s: debit %d is not earnings %d plus fee %d", s.RequestID, s.Debit, earned, s.Fee)}
-	case s.Debit > money.Nanos(amount):
-		return &refusal{fmt.Errorf("settle request %s: debit %d exceeds the hold of %d", s.RequestID, s.Debit, amount)}
-	}
-	ws, err := parseWindows(windows)
-	if err != nil {
-		return &refusal{err}
-	}
-
-	closed := "settled"
-	if s.Debit == 0 {
-		closed = "voided"
-	}
-	if _, err := tx.ExecContext(ctx, db.q(`UPDATE holds SET status = ?, closed_at = ? WHERE request_id = ?`), closed, millis(s.At), s.RequestID); err != nil {
-		return err
-	}
-	buyer := buyerAccount(accountID)
-	t.held[buyer] -= money.Nanos(amount)
-	for _, w := range ws {
-		d := t.spent[w]
-		t.spent[w] = [2]money.Nanos{d[0] + s.Debit, d[1] - money.Nanos(amount)}
-	}
-	if s.Debit > 0 {
-		txn := "settle:" + s.RequestID
-		if _, err := tx.ExecContext(ctx, db.q(`INSERT INTO ledger_txns (id, kind, ref, created_at) VALUES (?, 'settle', ?, ?)`), txn, s.RequestID, millis(s.At)); err != nil {
-			return err
-		}
-		// One statement for all the entries: the buyer's debit, each node's earnings, the fee.
-		var q strings.Builder
-		q.WriteString(`INSERT INTO ledger_entries (txn_id, account, amount, node_id, release_at, created_at) VALUES (?, ?, ?, NULL, NULL, ?)`)
-		args := []any{txn, buyer, -int64(s.Debit), millis(s.At)}
-		t.balance[buyer] -= s.Debit
-		for _, p := range s.Parts {
-			if p.Earned == 0 {
-				continue
-			}
-			acct := pendingAccount(p.ProviderID)
-			if err := db.ensure(ctx, tx, t, acct, p.ProviderID, "pending"); err != nil {
+	holds := map[string]*openHold{}
+	err := db.inChunks(ctx, tx, `SELECT request_id, account_id, amount, windows, status FROM holds WHERE request_id IN `, db.forUpdate(), nil, ids,
+		func(r *sql.Rows) error {
+			var id string
+			var h openHold
+			var amount int64
+			if err := r.Scan(&id, &h.accountID, &amount, &h.windows, &h.status); err != nil {
 				return err
 			}
-			q.WriteString(`, (?, ?, ?, ?, ?, ?)`)
-			args = append(args, txn, acct, int64(p.Earned), p.NodeID, nullMillis(s.ReleaseAt), millis(s.At))
-			t.balance[acct] += p.Earned
+			h.amount = money.Nanos(amount)
+			holds[id] = &h
+			return nil
+		})
+	if err != nil {
+		return err
+	}
+
+	var (
+		settled, voided     []string
+		txns, entries, uses [][]any
+		balance             = map[string]money.Nanos{}
+		held                = map[string]money.Nanos{}
+		spent               = map[window][2]money.Nanos{}
+		ensure              = map[string][2]string{} // ledger account → owner, kind
+		at                  int64
+	)
+	for i, s := range batch {
+		h := holds[s.RequestID]
+		if err := checkSettlement(s, h); err != nil {
+			errs[i] = err
+			continue
+		}
+		ws, err := parseWindows(h.windows)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		h.status = "closing" // a second settlement of it in this batch finds it closed
+		at = max(at, millis(s.At))
+		buyer := buyerAccount(h.accountID)
+		held[buyer] -= h.amount
+		for _, w := range ws {
+			d := spent[w]
+			spent[w] = [2]money.Nanos{d[0] + s.Debit, d[1] - h.amount}
+		}
+		if s.Usage != nil {
+			uses = append(uses, usageArgs(s.Usage))
+		}
+		if s.Debit == 0 {
+			voided = append(voided, s.RequestID)
+			continue
+		}
+		settled = append(settled, s.RequestID)
+		txn := "settle:" + s.RequestID
+		txns = append(txns, []any{txn, "settle", s.RequestID, millis(s.At)})
+		entries = append(entries, []any{txn, buyer, -int64(s.Debit), nil, nil, millis(s.At)})
+		balance[buyer] -= s.Debit
+		for _, p := range s.Parts {
+			if p.Earned > 0 {
+				acct := pendingAccount(p.ProviderID)
+				ensure[acct] = [2]string{p.ProviderID, "pending"}
+				entries = append(entries, []any{txn, acct, int64(p.Earned), p.NodeID, nullMillis(s.ReleaseAt), millis(s.At)})
+				balance[acct] += p.Earned
+			}
 		}
 		if s.Fee > 0 {
-			if err := db.ensure(ctx, tx, t, feesAccount, "", "fees"); err != nil {
-				return err
-			}
-			q.WriteString(`, (?, ?, ?, NULL, NULL, ?)`)
-			args = append(args, txn, feesAccount, int64(s.Fee), millis(s.At))
-			t.balance[feesAccount] += s.Fee
+			ensure[feesAccount] = [2]string{"", "fees"}
+			entries = append(entries, []any{txn, feesAccount, int64(s.Fee), nil, nil, millis(s.At)})
+			balance[feesAccount] += s.Fee
 		}
-		if _, err := tx.ExecContext(ctx, db.q(q.String()), args...); err != nil {
+	}
+
+	for _, acct := range sortedKeys(ensure) {
+		if err := db.ensureAccount(ctx, tx, acct, ensure[acct][0], ensure[acct][1]); err != nil {
 			return err
 		}
 	}
-	if s.Usage != nil {
-		if _, err := tx.ExecContext(ctx, db.q(insertUsageSQL), usageArgs(s.Usage)...); err != nil {
+	for status, list := range map[string][]string{"settled": settled, "voided": voided} {
+		if err := db.inChunks(ctx, tx, `UPDATE holds SET status = ?, closed_at = ? WHERE request_id IN `, ``, []any{status, at}, list, nil); err != nil {
+			return err
+		}
+	}
+	if len(txns) > 0 {
+		if err := db.insertRows(ctx, tx, `INSERT INTO ledger_txns (id, kind, ref, created_at)`, ``, txns, nil); err != nil {
+			return err
+		}
+		if err := db.insertRows(ctx, tx, `INSERT INTO ledger_entries (txn_id, account, amount, node_id, release_at, created_at)`, ``, entries, nil); err != nil {
+			return err
+		}
+	}
+	if len(uses) > 0 {
+		if err := db.insertRows(ctx, tx, `INSERT INTO usage (`+usageColumns+`)`, `ON CONFLICT (request_id) DO NOTHING`, uses, nil); err != nil {
 			return fmt.Errorf("record usage: %w", err)
 		}
 	}
-	return nil
-}
-
-// applyTotals writes a batch's changes to shared rows, in a fixed order of rows so that
-// concurrent batches (several coordinators) cannot deadlock.
-func (db *DB) applyTotals(ctx context.Context, tx *sql.Tx, t *batchTotals) error {
-	accounts := make([]string, 0, len(t.balance)+len(t.held))
-	for a := range t.balance {
-		accounts = append(accounts, a)
-	}
-	for a := range t.held {
-		if _, ok := t.balance[a]; !ok {
-			accounts = append(accounts, a)
+	// Shared rows last, each once, in a fixed order so that concurrent batches of several
+	// coordinators cannot deadlock.
+	for _, acct := range sortedKeys(mergeKeys(balance, held)) {
+		if b, h := balance[acct], held[acct]; b != 0 || h != 0 {
+			if _, err := tx.ExecContext(ctx, db.q(`UPDATE ledger_accounts SET balance = balance + ?, held = held + ? WHERE id = ?`),
+				int64(b), int64(h), acct); err != nil {
+				return err
+			}
 		}
 	}
-	slices.Sort(accounts)
-	for _, a := range accounts {
-		bal, held := t.balance[a], t.held[a]
-		if bal == 0 && held == 0 {
-			continue
-		}
-		if _, err := tx.ExecContext(ctx, db.q(`UPDATE ledger_accounts SET balance = balance + ?, held = held + ? WHERE id = ?`),
-			int64(bal), int64(held), a); err != nil {
-			return err
-		}
-	}
-	wins := make([]window, 0, len(t.spent))
-	for w := range t.spent {
-		wins = append(wins, w)
-	}
-	slices.SortFunc(wins, func(a, b window) int {
-		return cmp.Or(cmp.Compare(a.scope, b.scope), cmp.Compare(a.period, b.period), cmp.Compare(a.start, b.start))
-	})
-	for _, w := range wins {
-		d := t.spent[w]
+	for _, w := range sortedWindows(spent) {
+		d := spent[w]
 		if _, err := tx.ExecContext(ctx, db.q(`UPDATE spend_windows SET spent = spent + ?, held = held + ?
 WHERE scope = ? AND period = ? AND window_start = ?`), int64(d[0]), int64(d[1]), w.scope, w.period, w.start); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// checkSettlement refuses a settlement whose hold is missing or closed, or whose amounts do
+// not add up.
+func checkSettlement(s *store.Settlement, h *openHold) error {
+	if h == nil {
+		return fmt.Errorf("settle request %s: %w", s.RequestID, store.ErrNotFound)
+	}
+	if h.status != "open" {
+		return fmt.Errorf("settle request %s: %w", s.RequestID, store.ErrClosed)
+	}
+	var earned money.Nanos
+	for _, p := range s.Parts {
+		if p.Earned < 0 {
+			return fmt.Errorf("settle request %s: negative earnings for node %s", s.RequestID, p.NodeID)
+		}
+		earned += p.Earned
+	}
+	switch {
+	case s.Fee < 0 || s.Debit != earned+s.Fee:
+		return fmt.Errorf("settle request %s: debit %d is not earnings %d plus fee %d", s.RequestID, s.Debit, earned, s.Fee)
+	case s.Debit > h.amount:
+		return fmt.Errorf("settle request %s: debit %d exceeds the hold of %d", s.RequestID, s.Debit, h.amount)
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+func mergeKeys(a, b map[string]money.Nanos) map[string]bool {
+	m := make(map[string]bool, len(a)+len(b))
+	for k := range a {
+		m[k] = true
+	}
+	for k := range b {
+		m[k] = true
+	}
+	return m
 }

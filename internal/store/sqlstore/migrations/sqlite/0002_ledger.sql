@@ -21,9 +21,12 @@ CREATE TABLE ledger_txns (
 	created_at INTEGER NOT NULL
 );
 
+-- Entries carry no foreign keys: they are written only with their transaction and account in
+-- the same database transaction, and on PostgreSQL a key check would share-lock the buyer's
+-- row that every hold locks for update.
 CREATE TABLE ledger_entries (
-	txn_id     TEXT    NOT NULL REFERENCES ledger_txns (id),
-	account    TEXT    NOT NULL REFERENCES ledger_accounts (id),
+	txn_id     TEXT    NOT NULL,
+	account    TEXT    NOT NULL,
 	amount     INTEGER NOT NULL,
 	node_id    TEXT,
 	release_at INTEGER,

@@ -1,0 +1,96 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+)
+
+// Statements over many rows are cut into chunks of fixed sizes, so that the database sees few
+// distinct query texts (each is prepared once per connection and cached by db.q).
+var chunkSizes = []int{1, 4, 16, 64}
+
+// chunkSize is the size of the next chunk for n remaining rows: the largest size that fits, or
+// for IN lists (pad), the smallest size that holds them all, up to 64.
+func chunkSize(n int, pad bool) int {
+	if pad {
+		for _, s := range chunkSizes {
+			if s >= n {
+				return s
+			}
+		}
+		return chunkSizes[len(chunkSizes)-1]
+	}
+	for i := len(chunkSizes) - 1; i >= 0; i-- {
+		if chunkSizes[i] <= n {
+			return chunkSizes[i]
+		}
+	}
+	return 1
+}
+
+// placeholders returns n groups of width placeholders: "(?, ?), (?, ?)".
+func placeholders(n, width int) string {
+	group := "(" + strings.Repeat("?, ", width-1) + "?)"
+	return strings.Repeat(group+", ", n-1) + group
+}
+
+// insertRows runs head + " VALUES " + rows + " " + tail for chunks of rows. When scan is not
+// nil the statement returns rows (tail has RETURNING), and scan reads each.
+func (db *DB) insertRows(ctx context.Context, tx *sql.Tx, head, tail string, rows [][]any, scan func(*sql.Rows) error) error {
+	for len(rows) > 0 {
+		n := chunkSize(len(rows), false)
+		args := make([]any, 0, n*len(rows[0]))
+		for _, r := range rows[:n] {
+			args = append(args, r...)
+		}
+		q := db.q(head + " VALUES " + placeholders(n, len(rows[0])) + " " + tail)
+		if scan == nil {
+			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+				return err
+			}
+		} else if err := queryEach(ctx, tx, q, args, scan); err != nil {
+			return err
+		}
+		rows = rows[n:]
+	}
+	return nil
+}
+
+// inChunks runs prefix + "(?, …)" + suffix for the values in chunks, padding the last chunk
+// with its last value (a value twice in an IN list changes nothing). args come before the
+// values. When scan is not nil the statement returns rows, and scan reads each.
+func (db *DB) inChunks(ctx context.Context, tx *sql.Tx, prefix, suffix string, args []any, values []string, scan func(*sql.Rows) error) error {
+	for len(values) > 0 {
+		n := chunkSize(len(values), true)
+		take := min(n, len(values))
+		all := append([]any(nil), args...)
+		for i := range n {
+			all = append(all, values[min(i, take-1)])
+		}
+		q := db.q(prefix + "(" + strings.Repeat("?, ", n-1) + "?)" + suffix)
+		if scan == nil {
+			if _, err := tx.ExecContext(ctx, q, all...); err != nil {
+				return err
+			}
+		} else if err := queryEach(ctx, tx, q, all, scan); err != nil {
+			return err
+		}
+		values = values[take:]
+	}
+	return nil
+}
+
+func queryEach(ctx context.Context, tx *sql.Tx, q string, args []any, scan func(*sql.Rows) error) error {
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
