@@ -126,12 +126,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 			"billed_prompt", bill.PromptTokens, "billed_completion", bill.CompletionTokens)
 	}
 	u.PromptTokens, u.CompletionTokens = bill.PromptTokens, bill.CompletionTokens
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
-	defer cancel()
-	if err := g.cfg.Ledger.Settle(ctx, bill, u); err != nil {
-		// The hold stays open; the next start-up voids it, so the buyer is never charged twice.
-		g.log.Error("settle request", logRequestID, c.id, "err", err)
-	}
+	g.cfg.Ledger.SettleLater(bill, u)
 	if res.Outcome != relay.OK {
 		g.log.Debug("request ended early", logRequestID, c.id, logNode, node.ID, "outcome", u.Outcome, "err", res.Err)
 	}

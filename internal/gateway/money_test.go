@@ -80,6 +80,7 @@ func TestCost_ReportedAndCharged(t *testing.T) {
 		t.Errorf("cost trailer %q, want %s", tr, want)
 	}
 
+	env.WaitFor("both requests to be settled", func() bool { return balance(t, env).Held == 0 })
 	after := balance(t, env)
 	if spent := before.Credits - after.Credits; spent != 2*want || after.Held != 0 || after.Spent != 2*want {
 		t.Errorf("balance went %s → %s (held %s, spent %s); want 2 × %s charged", before.Credits, after.Credits, after.Held, after.Spent, want)

@@ -23,7 +23,8 @@ type batcher[T any] struct {
 
 type waiting[T any] struct {
 	item T
-	err  chan error
+	err  chan error  // for do
+	done func(error) // for queue
 }
 
 func newBatcher[T any](commit func(ctx context.Context, items []T) []error) *batcher[T] {
@@ -51,6 +52,17 @@ func (b *batcher[T]) do(ctx context.Context, item T) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// queue commits item with the next batch and returns at once; done gets its error.
+func (b *batcher[T]) queue(item T, done func(error)) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		done(errClosed)
+		return
+	}
+	b.in <- &waiting[T]{item: item, done: done}
 }
 
 // close commits what is queued and stops.
@@ -88,7 +100,11 @@ func (b *batcher[T]) run() {
 		}
 		errs := b.commit(context.Background(), items)
 		for i, w := range batch {
-			w.err <- errs[i]
+			if w.done != nil {
+				w.done(errs[i])
+			} else {
+				w.err <- errs[i]
+			}
 		}
 	}
 }

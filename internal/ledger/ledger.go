@@ -198,6 +198,20 @@ func (l *Ledger) Settle(ctx context.Context, bill *Bill, u *store.Usage) error {
 	return err
 }
 
+// SettleLater queues a bill for the next settlement batch and returns at once: the buyer's
+// connection need not wait for the commit. Its errors are logged. A crash before the commit
+// leaves the hold open, and the next start voids it; Close commits what is queued.
+func (l *Ledger) SettleLater(bill *Bill, u *store.Usage) {
+	s := bill.Settlement
+	u.Cost = s.Debit
+	s.Usage = u
+	l.settles.queue(s, func(err error) {
+		if err != nil && !errors.Is(err, store.ErrClosed) {
+			l.log.Error("settle request", "request_id", s.RequestID, "err", err)
+		}
+	})
+}
+
 // Void closes a hold without charging, recording the request's usage.
 func (l *Ledger) Void(ctx context.Context, requestID string, u *store.Usage) error {
 	return l.Settle(ctx, &Bill{Settlement: &store.Settlement{RequestID: requestID, At: l.cfg.Now()}}, u)

@@ -44,12 +44,12 @@ func (db *DB) insertRows(ctx context.Context, tx *sql.Tx, head, tail string, row
 		for _, r := range rows[:n] {
 			args = append(args, r...)
 		}
-		q := db.q(head + " VALUES " + placeholders(n, len(rows[0])) + " " + tail)
+		q := head + " VALUES " + placeholders(n, len(rows[0])) + " " + tail
 		if scan == nil {
-			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			if _, err := db.txExec(ctx, tx, q, args...); err != nil {
 				return err
 			}
-		} else if err := queryEach(ctx, tx, q, args, scan); err != nil {
+		} else if err := db.queryEach(ctx, tx, q, args, scan); err != nil {
 			return err
 		}
 		rows = rows[n:]
@@ -68,12 +68,12 @@ func (db *DB) inChunks(ctx context.Context, tx *sql.Tx, prefix, suffix string, a
 		for i := range n {
 			all = append(all, values[min(i, take-1)])
 		}
-		q := db.q(prefix + "(" + strings.Repeat("?, ", n-1) + "?)" + suffix)
+		q := prefix + "(" + strings.Repeat("?, ", n-1) + "?)" + suffix
 		if scan == nil {
-			if _, err := tx.ExecContext(ctx, q, all...); err != nil {
+			if _, err := db.txExec(ctx, tx, q, all...); err != nil {
 				return err
 			}
-		} else if err := queryEach(ctx, tx, q, all, scan); err != nil {
+		} else if err := db.queryEach(ctx, tx, q, all, scan); err != nil {
 			return err
 		}
 		values = values[take:]
@@ -81,8 +81,8 @@ func (db *DB) inChunks(ctx context.Context, tx *sql.Tx, prefix, suffix string, a
 	return nil
 }
 
-func queryEach(ctx context.Context, tx *sql.Tx, q string, args []any, scan func(*sql.Rows) error) error {
-	rows, err := tx.QueryContext(ctx, q, args...)
+func (db *DB) queryEach(ctx context.Context, tx *sql.Tx, q string, args []any, scan func(*sql.Rows) error) error {
+	rows, err := db.txQuery(ctx, tx, q, args...)
 	if err != nil {
 		return err
 	}

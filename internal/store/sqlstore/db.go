@@ -60,6 +60,7 @@ type DB struct {
 	rebound sync.Map // query → query rebound to the dialect; see q
 	now     func() time.Time
 	name    string // for messages: the file, or the URL without its password
+	stmts   stmtCache
 }
 
 // String names the database for logs, never with a password.
@@ -155,6 +156,7 @@ func (db *DB) Ping(ctx context.Context) error {
 
 // Close closes the database.
 func (db *DB) Close() error {
+	db.stmts.close()
 	var errs []error
 	if db.r != nil && db.r != db.w {
 		errs = append(errs, db.r.Close())
@@ -171,11 +173,16 @@ func (db *DB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err != nil {
 		return err
 	}
-	if err := fn(tx); err != nil {
+	err = fn(tx)
+	if err != nil {
 		tx.Rollback()
-		return err
+	} else {
+		err = tx.Commit()
 	}
-	return tx.Commit()
+	if db.dialect == sqliteDialect {
+		db.stmts.prepare(ctx, db.w) // the writer connection is free again
+	}
+	return err
 }
 
 // dbError gives err the store's meaning: a UNIQUE or PRIMARY KEY violation is

@@ -55,7 +55,7 @@ func (db *DB) placeHolds(ctx context.Context, tx *sql.Tx, hs []*store.Hold, errs
 	slices.Sort(ids)
 	for _, id := range ids {
 		var balance, held int64
-		err := tx.QueryRowContext(ctx, db.q(`SELECT balance, held FROM ledger_accounts WHERE id = ?`+db.forUpdate()), id).Scan(&balance, &held)
+		err := db.txQueryRow(ctx, tx, `SELECT balance, held FROM ledger_accounts WHERE id = ?`+db.forUpdate(), id).Scan(&balance, &held)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
@@ -157,14 +157,14 @@ func (db *DB) placeHolds(ctx context.Context, tx *sql.Tx, hs []*store.Hold, errs
 	}
 	for _, id := range ids {
 		if d := heldDelta[id]; d != 0 {
-			if _, err := tx.ExecContext(ctx, db.q(`UPDATE ledger_accounts SET held = held + ? WHERE id = ?`), int64(d), id); err != nil {
+			if _, err := db.txExec(ctx, tx, `UPDATE ledger_accounts SET held = held + ? WHERE id = ?`, int64(d), id); err != nil {
 				return err
 			}
 		}
 	}
 	for _, w := range sortedWindows(windowDelta) {
-		if _, err := tx.ExecContext(ctx, db.q(`INSERT INTO spend_windows (scope, period, window_start, held) VALUES (?, ?, ?, ?)
-ON CONFLICT (scope, period, window_start) DO UPDATE SET held = spend_windows.held + excluded.held`),
+		if _, err := db.txExec(ctx, tx, `INSERT INTO spend_windows (scope, period, window_start, held) VALUES (?, ?, ?, ?)
+ON CONFLICT (scope, period, window_start) DO UPDATE SET held = spend_windows.held + excluded.held`,
 			w.scope, w.period, w.start, int64(windowDelta[w])); err != nil {
 			return err
 		}
@@ -178,7 +178,7 @@ func (db *DB) windowFunds(ctx context.Context, tx *sql.Tx, spend map[window]*fun
 		return f, nil
 	}
 	var spent, held int64
-	err := tx.QueryRowContext(ctx, db.q(`SELECT spent, held FROM spend_windows WHERE scope = ? AND period = ? AND window_start = ?`),
+	err := db.txQueryRow(ctx, tx, `SELECT spent, held FROM spend_windows WHERE scope = ? AND period = ? AND window_start = ?`,
 		w.scope, w.period, w.start).Scan(&spent, &held)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, err
@@ -324,7 +324,7 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 	// coordinators cannot deadlock.
 	for _, acct := range sortedKeys(mergeKeys(balance, held)) {
 		if b, h := balance[acct], held[acct]; b != 0 || h != 0 {
-			if _, err := tx.ExecContext(ctx, db.q(`UPDATE ledger_accounts SET balance = balance + ?, held = held + ? WHERE id = ?`),
+			if _, err := db.txExec(ctx, tx, `UPDATE ledger_accounts SET balance = balance + ?, held = held + ? WHERE id = ?`,
 				int64(b), int64(h), acct); err != nil {
 				return err
 			}
@@ -332,8 +332,8 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 	}
 	for _, w := range sortedWindows(spent) {
 		d := spent[w]
-		if _, err := tx.ExecContext(ctx, db.q(`UPDATE spend_windows SET spent = spent + ?, held = held + ?
-WHERE scope = ? AND period = ? AND window_start = ?`), int64(d[0]), int64(d[1]), w.scope, w.period, w.start); err != nil {
+		if _, err := db.txExec(ctx, tx, `UPDATE spend_windows SET spent = spent + ?, held = held + ?
+WHERE scope = ? AND period = ? AND window_start = ?`, int64(d[0]), int64(d[1]), w.scope, w.period, w.start); err != nil {
 			return err
 		}
 	}

@@ -31,8 +31,8 @@ func (db *DB) ensureAccount(ctx context.Context, tx *sql.Tx, id, owner, kind str
 	if owner != "" {
 		ownerArg = owner
 	}
-	_, err := tx.ExecContext(ctx, db.q(`INSERT INTO ledger_accounts (id, account_id, kind) VALUES (?, ?, ?)
-ON CONFLICT (id) DO NOTHING`), id, ownerArg, kind)
+	_, err := db.txExec(ctx, tx, `INSERT INTO ledger_accounts (id, account_id, kind) VALUES (?, ?, ?)
+ON CONFLICT (id) DO NOTHING`, id, ownerArg, kind)
 	return err
 }
 
@@ -41,20 +41,20 @@ func (db *DB) post(ctx context.Context, tx *sql.Tx, txn, account string, amount 
 	if amount == 0 {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, db.q(`UPDATE ledger_accounts SET balance = balance + ? WHERE id = ?`), int64(amount), account); err != nil {
+	if _, err := db.txExec(ctx, tx, `UPDATE ledger_accounts SET balance = balance + ? WHERE id = ?`, int64(amount), account); err != nil {
 		return err
 	}
 	var node any
 	if nodeID != "" {
 		node = nodeID
 	}
-	_, err := tx.ExecContext(ctx, db.q(`INSERT INTO ledger_entries (txn_id, account, amount, node_id, release_at, created_at)
-VALUES (?, ?, ?, ?, ?, ?)`), txn, account, int64(amount), node, nullMillis(releaseAt), millis(at))
+	_, err := db.txExec(ctx, tx, `INSERT INTO ledger_entries (txn_id, account, amount, node_id, release_at, created_at)
+VALUES (?, ?, ?, ?, ?, ?)`, txn, account, int64(amount), node, nullMillis(releaseAt), millis(at))
 	return err
 }
 
 func (db *DB) beginTxn(ctx context.Context, tx *sql.Tx, id, kind, ref string, at time.Time) error {
-	_, err := tx.ExecContext(ctx, db.q(`INSERT INTO ledger_txns (id, kind, ref, created_at) VALUES (?, ?, ?, ?)`), id, kind, ref, millis(at))
+	_, err := db.txExec(ctx, tx, `INSERT INTO ledger_txns (id, kind, ref, created_at) VALUES (?, ?, ?, ?)`, id, kind, ref, millis(at))
 	return dbError(err)
 }
 
@@ -145,8 +145,8 @@ func (db *DB) ReleaseEarnings(ctx context.Context, now time.Time) (money.Nanos, 
 	var total money.Nanos
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		total = 0
-		rows, err := tx.QueryContext(ctx, db.q(`SELECT account, CAST(SUM(amount) AS BIGINT) FROM ledger_entries
-WHERE released = 0 AND release_at IS NOT NULL AND release_at <= ? GROUP BY account`), millis(now))
+		rows, err := db.txQuery(ctx, tx, `SELECT account, CAST(SUM(amount) AS BIGINT) FROM ledger_entries
+WHERE released = 0 AND release_at IS NOT NULL AND release_at <= ? GROUP BY account`, millis(now))
 		if err != nil {
 			return err
 		}
@@ -164,8 +164,8 @@ WHERE released = 0 AND release_at IS NOT NULL AND release_at <= ? GROUP BY accou
 		if err := rows.Err(); err != nil || len(due) == 0 {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, db.q(`UPDATE ledger_entries SET released = 1
-WHERE released = 0 AND release_at IS NOT NULL AND release_at <= ?`), millis(now)); err != nil {
+		if _, err := db.txExec(ctx, tx, `UPDATE ledger_entries SET released = 1
+WHERE released = 0 AND release_at IS NOT NULL AND release_at <= ?`, millis(now)); err != nil {
 			return err
 		}
 		txn := "release:" + randomRef()
@@ -212,7 +212,7 @@ func (db *DB) Payout(ctx context.Context, accountID string, amount money.Nanos, 
 		}
 		avail := availableAccount(accountID)
 		// A conditional update: it changes nothing unless enough is available.
-		res, err := tx.ExecContext(ctx, db.q(`UPDATE ledger_accounts SET balance = balance - ? WHERE id = ? AND balance >= ?`),
+		res, err := db.txExec(ctx, tx, `UPDATE ledger_accounts SET balance = balance - ? WHERE id = ? AND balance >= ?`,
 			int64(amount), avail, int64(amount))
 		if err != nil {
 			return err
@@ -220,7 +220,7 @@ func (db *DB) Payout(ctx context.Context, accountID string, amount money.Nanos, 
 		if n, _ := res.RowsAffected(); n != 1 {
 			return store.ErrInsufficient
 		}
-		if _, err := tx.ExecContext(ctx, db.q(`INSERT INTO ledger_entries (txn_id, account, amount, created_at) VALUES (?, ?, ?, ?)`),
+		if _, err := db.txExec(ctx, tx, `INSERT INTO ledger_entries (txn_id, account, amount, created_at) VALUES (?, ?, ?, ?)`,
 			txn, avail, -int64(amount), millis(at)); err != nil {
 			return err
 		}
@@ -242,11 +242,11 @@ func (db *DB) SetCap(ctx context.Context, c store.Cap) error {
 	}
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		if c.Limit <= 0 {
-			_, err := tx.ExecContext(ctx, db.q(`DELETE FROM spend_caps WHERE scope = ? AND period = ?`), c.Scope, c.Period)
+			_, err := db.txExec(ctx, tx, `DELETE FROM spend_caps WHERE scope = ? AND period = ?`, c.Scope, c.Period)
 			return err
 		}
-		_, err := tx.ExecContext(ctx, db.q(`INSERT INTO spend_caps (scope, period, limit_nanos) VALUES (?, ?, ?)
-ON CONFLICT (scope, period) DO UPDATE SET limit_nanos = excluded.limit_nanos`), c.Scope, c.Period, int64(c.Limit))
+		_, err := db.txExec(ctx, tx, `INSERT INTO spend_caps (scope, period, limit_nanos) VALUES (?, ?, ?)
+ON CONFLICT (scope, period) DO UPDATE SET limit_nanos = excluded.limit_nanos`, c.Scope, c.Period, int64(c.Limit))
 		return err
 	})
 	if err != nil {
