@@ -61,8 +61,9 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// A coordinator killed with streams in flight leaves their holds open; the next start voids
-// each of them once, so the buyer gets the held money back and the ledger still balances.
+// A coordinator killed with streams in flight leaves their holds open; the next start closes
+// each of them once: a request whose delivery was checkpointed is billed for that, one without
+// a checkpoint is voided, and the ledger still balances.
 func TestCrash_OpenHoldsClosedOnceAtRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
@@ -103,8 +104,7 @@ func TestCrash_OpenHoldsClosedOnceAtRestart(t *testing.T) {
 	go a.Run(actx)
 	<-a.Ready()
 
-	const streams = 4
-	for i := range streams {
+	stream := func(i int) {
 		body := fmt.Sprintf(`{"model":"sim/llama-3.1-8b","stream":true,"messages":[{"role":"user","content":"story %d"}]}`, i)
 		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/chat/completions", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+apiKey)
@@ -112,15 +112,38 @@ func TestCrash_OpenHoldsClosedOnceAtRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
+		t.Cleanup(func() { resp.Body.Close() })
 		if resp.StatusCode != 200 {
 			t.Fatalf("stream %d: %d", i, resp.StatusCode)
 		}
 		bufio.NewReader(resp.Body).ReadString('\n') // the stream has started: its hold is placed
 	}
+	const long, short = 3, 2
+	for i := range long {
+		stream(i)
+	}
+	testenv.WaitFor(t, "the long streams' checkpoints", func() bool {
+		hs, _ := st.OpenHolds(ctx)
+		n := 0
+		for _, h := range hs {
+			if h.Checkpoint != nil && h.Checkpoint.Debit > 0 {
+				n++
+			}
+		}
+		return n == long
+	})
+	for i := range short {
+		stream(long + i)
+	}
 	holds, err := st.OpenHolds(ctx)
-	if err != nil || len(holds) != streams {
-		t.Fatalf("open holds before the crash: %d, %v; want %d", len(holds), err, streams)
+	if err != nil || len(holds) != long+short {
+		t.Fatalf("open holds before the crash: %d, %v; want %d", len(holds), err, long+short)
+	}
+	var billed money.Nanos
+	for _, h := range holds {
+		if h.Checkpoint != nil {
+			billed += h.Checkpoint.Debit
+		}
 	}
 
 	coord.Process.Kill() // no shutdown, no settlement
@@ -131,14 +154,21 @@ func TestCrash_OpenHoldsClosedOnceAtRestart(t *testing.T) {
 		t.Errorf("%d holds still open after the restart", len(holds))
 	}
 	b, _ := st.Balance(ctx, buyer.ID)
-	if b.Credits != money.USD || b.Held != 0 || b.Spent != 0 {
-		t.Errorf("buyer after the restart %+v; want the dollar whole, nothing held or spent", b)
+	if b.Held != 0 || b.Spent != billed || b.Credits != money.USD-billed || billed == 0 {
+		t.Errorf("buyer after the restart %+v; want nothing held and exactly the checkpointed %s spent", b, billed)
 	}
 	for _, h := range holds {
 		u, err := st.UsageByRequest(ctx, h.RequestID)
-		if err != nil || u.Outcome != store.OutcomeError {
-			t.Errorf("request %s after the restart: %+v, %v; want a record of the failure", h.RequestID, u, err)
+		want := money.Nanos(0)
+		if h.Checkpoint != nil {
+			want = h.Checkpoint.Debit
 		}
+		if err != nil || u.Outcome != store.OutcomeError || u.Cost != want {
+			t.Errorf("request %s after the restart: %+v, %v; want a record of the failure costing %s", h.RequestID, u, err, want)
+		}
+	}
+	if p, _ := st.Balance(ctx, prov.ID); p.Pending == 0 || p.Pending >= billed {
+		t.Errorf("provider pending %s after the restart; want its share of the %s delivered", p.Pending, billed)
 	}
 	if sum, _ := st.LedgerSum(ctx); sum != 0 {
 		t.Errorf("ledger sum %d, want 0", sum)

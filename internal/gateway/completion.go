@@ -43,6 +43,9 @@ func (g *Gateway) completions(w http.ResponseWriter, r *http.Request, c *call) e
 	return g.serve(w, r, c, req, body.Stream, body.StreamOptions)
 }
 
+// checkpointEvery is how often a running request's delivered bill is checkpointed.
+const checkpointEvery = 2 * time.Second
+
 // maxDispatchAttempts bounds how many nodes a request is offered to when nodes vanish between
 // being picked and receiving the job.
 const maxDispatchAttempts = 3
@@ -82,10 +85,26 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 			PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, DeliveredBytes: delivered}
 	}
 	var bill *ledger.Bill
-	res := relay.Run(r.Context(), job, sink, c.start, func(u protocol.Usage, delivered int) (protocol.Usage, money.Nanos) {
+	price := func(u protocol.Usage, delivered int) (protocol.Usage, money.Nanos) {
 		bill = g.cfg.Ledger.Price(c.id, bounds, []ledger.Work{work(u, delivered)})
 		return protocol.Usage{PromptTokens: bill.PromptTokens, CompletionTokens: bill.CompletionTokens}, bill.Cost()
-	})
+	}
+	// During a long answer, the bill of what was delivered so far is checkpointed, so that a
+	// crash is followed by a settlement of that rather than by nothing.
+	lastCheckpoint := c.start
+	progress := func(delivered int) {
+		now := g.cfg.Now()
+		if now.Sub(lastCheckpoint) < checkpointEvery {
+			return
+		}
+		lastCheckpoint = now
+		soFar := g.cfg.Ledger.Price(c.id, bounds, []ledger.Work{work(protocol.Usage{
+			PromptTokens: promptBytes/4 + 1, CompletionTokens: delivered / 4}, delivered)})
+		if err := g.cfg.Ledger.Checkpoint(r.Context(), soFar); err != nil && r.Context().Err() == nil {
+			g.log.Warn("checkpoint request", logRequestID, c.id, "err", err)
+		}
+	}
+	res := relay.Run(r.Context(), job, sink, c.start, price, progress)
 
 	u := &store.Usage{
 		RequestID: c.id, AccountID: c.key.AccountID, KeyID: c.key.ID, Model: req.Model,

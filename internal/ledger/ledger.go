@@ -217,8 +217,14 @@ func (l *Ledger) Void(ctx context.Context, requestID string, u *store.Usage) err
 	return l.Settle(ctx, &Bill{Settlement: &store.Settlement{RequestID: requestID, At: l.cfg.Now()}}, u)
 }
 
-// Recover closes the holds a crash left open. The coordinator did not live to bill them, so
-// they are voided: the buyer is not charged for an answer whose delivery nobody recorded.
+// Checkpoint records the bill of what a running request has delivered so far, for Recover.
+func (l *Ledger) Checkpoint(ctx context.Context, bill *Bill) error {
+	return l.cfg.Store.CheckpointHold(ctx, bill.Settlement)
+}
+
+// Recover closes the holds a crash left open: a hold with a checkpoint is settled at the bill of
+// what was delivered by then, and one without is voided (nothing recorded as delivered, nothing
+// charged).
 func (l *Ledger) Recover(ctx context.Context) (int, error) {
 	holds, err := l.cfg.Store.OpenHolds(ctx)
 	if err != nil {
@@ -226,10 +232,20 @@ func (l *Ledger) Recover(ctx context.Context) (int, error) {
 	}
 	batch := make([]*store.Settlement, len(holds))
 	for i, h := range holds {
-		batch[i] = &store.Settlement{RequestID: h.RequestID, At: l.cfg.Now(), Usage: &store.Usage{
+		u := &store.Usage{
 			RequestID: h.RequestID, AccountID: h.AccountID, KeyID: h.KeyID, Outcome: store.OutcomeError,
-			Error: "coordinator restarted before the request was billed", CreatedAt: h.CreatedAt,
-		}}
+			Error: "the coordinator stopped before the request ended: billed what was delivered by its last checkpoint", CreatedAt: h.CreatedAt,
+		}
+		s := &store.Settlement{RequestID: h.RequestID, At: l.cfg.Now()}
+		if c := h.Checkpoint; c != nil {
+			s = c
+			s.At = l.cfg.Now()
+			u.Cost = s.Debit
+		} else {
+			u.Error = "the coordinator stopped before the request ended, with nothing recorded as delivered"
+		}
+		s.Usage = u
+		batch[i] = s
 	}
 	n := 0
 	for i, err := range l.cfg.Store.Settle(ctx, batch) {

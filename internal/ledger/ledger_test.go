@@ -314,7 +314,8 @@ func TestConservation(t *testing.T) {
 	})
 }
 
-// Holds left open by a crash are voided once at start-up: nobody is charged or paid for them.
+// Holds left open by a crash are closed once at start-up: settled at their last checkpoint,
+// or voided when they have none.
 func TestRecover(t *testing.T) {
 	forEachDB(t, func(t *testing.T, kind string) {
 		f := setup(t, kind, money.USD)
@@ -324,6 +325,12 @@ func TestRecover(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// One of them checkpointed what it had delivered.
+		bill := f.l.Price("open0", ledger.Bounds{PromptTokens: 1000, CompletionTokens: 1000},
+			[]ledger.Work{{NodeID: "n", ProviderID: f.provider, Ask: ask, PromptTokens: 300, CompletionTokens: 100, DeliveredBytes: 400}})
+		if err := f.l.Checkpoint(ctx, bill); err != nil {
+			t.Fatal(err)
+		}
 		n, err := f.l.Recover(ctx)
 		if err != nil || n != 5 {
 			t.Fatalf("recover = %d, %v; want 5", n, err)
@@ -332,8 +339,8 @@ func TestRecover(t *testing.T) {
 			t.Errorf("second recover = %d; want 0", n)
 		}
 		b, _ := f.db.Balance(ctx, f.buyer.AccountID)
-		if b.Credits != money.USD || b.Held != 0 {
-			t.Errorf("after recovery %+v; want the whole dollar back and nothing held", b)
+		if b.Credits != money.USD-bill.Cost() || b.Held != 0 || b.Spent != bill.Cost() {
+			t.Errorf("after recovery %+v; want only the checkpointed %s charged, nothing held", b, bill.Cost())
 		}
 		f.sumIsZero(t)
 	})

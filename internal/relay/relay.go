@@ -59,8 +59,9 @@ type Result struct {
 }
 
 // Run relays job to sink until the job ends or ctx (the buyer's request) is done. bill prices
-// the answer before its end is written.
-func Run(ctx context.Context, job *fleet.Job, sink Sink, start time.Time, bill Biller) Result {
+// the answer before its end is written; progress, if not nil, is told the bytes delivered after
+// each flush.
+func Run(ctx context.Context, job *fleet.Job, sink Sink, start time.Time, bill Biller, progress func(delivered int)) Result {
 	var res Result
 	started := false
 	for {
@@ -87,6 +88,9 @@ func Run(ctx context.Context, job *fleet.Job, sink Sink, start time.Time, bill B
 		}
 		if err := sink.Flush(); err != nil {
 			return cancel(job, res, err)
+		}
+		if progress != nil {
+			progress(res.Delivered)
 		}
 	}
 }

@@ -70,6 +70,8 @@ type Hold struct {
 	KeyID     string
 	Amount    money.Nanos
 	CreatedAt time.Time
+	// Checkpoint is the bill of what was delivered by the last checkpoint, nil if none.
+	Checkpoint *Settlement
 }
 
 // LimitError is a hold refused: by the balance, or by a spend cap.
@@ -148,8 +150,10 @@ type Ledger interface {
 	// writes nothing: errs[i] is settlement i's error, ErrClosed when its hold was already
 	// closed. A database error fails them all.
 	Settle(ctx context.Context, batch []*Settlement) (errs []error)
-	// OpenHolds lists the holds not yet settled or voided.
+	// OpenHolds lists the holds not yet settled or voided, with their checkpoints.
 	OpenHolds(ctx context.Context) ([]*Hold, error)
+	// CheckpointHold records the bill of what an open request has delivered so far.
+	CheckpointHold(ctx context.Context, s *Settlement) error
 	// Deposit credits a buyer's balance from the outside world; ref names the deposit and
 	// makes it idempotent (ErrConflict when reused).
 	Deposit(ctx context.Context, accountID string, amount money.Nanos, ref string, at time.Time) error

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -93,7 +94,7 @@ func parseWindows(s string) ([]window, error) {
 
 // OpenHolds lists the holds not yet closed, oldest first.
 func (db *DB) OpenHolds(ctx context.Context) ([]*store.Hold, error) {
-	rows, err := db.r.QueryContext(ctx, db.q(`SELECT request_id, account_id, key_id, amount, created_at FROM holds
+	rows, err := db.r.QueryContext(ctx, db.q(`SELECT request_id, account_id, key_id, amount, created_at, checkpoint FROM holds
 WHERE status = 'open' ORDER BY created_at`))
 	if err != nil {
 		return nil, fmt.Errorf("open holds: %w", err)
@@ -103,13 +104,37 @@ WHERE status = 'open' ORDER BY created_at`))
 	for rows.Next() {
 		var h store.Hold
 		var amount, created int64
-		if err := rows.Scan(&h.RequestID, &h.AccountID, &h.KeyID, &amount, &created); err != nil {
+		var checkpoint sql.NullString
+		if err := rows.Scan(&h.RequestID, &h.AccountID, &h.KeyID, &amount, &created, &checkpoint); err != nil {
 			return nil, fmt.Errorf("open holds: %w", err)
 		}
 		h.Amount, h.CreatedAt = money.Nanos(amount), fromMillis(created)
+		if checkpoint.Valid {
+			var s store.Settlement
+			if err := json.Unmarshal([]byte(checkpoint.String), &s); err != nil {
+				return nil, fmt.Errorf("checkpoint of request %s: %w", h.RequestID, err)
+			}
+			h.Checkpoint = &s
+		}
 		hs = append(hs, &h)
 	}
 	return hs, rows.Err()
+}
+
+// CheckpointHold records the bill of what an open request has delivered so far.
+func (db *DB) CheckpointHold(ctx context.Context, s *store.Settlement) error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	err = db.write(ctx, func(tx *sql.Tx) error {
+		_, err := db.txExec(ctx, tx, `UPDATE holds SET checkpoint = ? WHERE request_id = ? AND status = 'open'`, string(b), s.RequestID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("checkpoint request %s: %w", s.RequestID, err)
+	}
+	return nil
 }
 
 // Deposit moves money from the outside world to a buyer's balance.
@@ -322,12 +347,14 @@ func (db *DB) Balance(ctx context.Context, accountID string) (*store.Balance, er
 
 // Earnings lists a provider's earnings per node and UTC day since a time, newest first.
 func (db *DB) Earnings(ctx context.Context, accountID string, since time.Time) ([]store.Earning, error) {
+	// The day's length is written into the query, not passed twice as a parameter: PostgreSQL
+	// cannot tell that "created_at / $1" and "created_at / $4" group alike.
 	const day = int64(24 * time.Hour / time.Millisecond)
-	rows, err := db.r.QueryContext(ctx, db.q(`SELECT node_id, created_at / ? AS day,
+	rows, err := db.r.QueryContext(ctx, db.q(`SELECT node_id, created_at / 86400000 AS day,
 	CAST(COALESCE(SUM(CASE WHEN released = 0 THEN amount ELSE 0 END), 0) AS BIGINT),
 	CAST(COALESCE(SUM(CASE WHEN released = 1 THEN amount ELSE 0 END), 0) AS BIGINT)
 FROM ledger_entries WHERE account = ? AND node_id IS NOT NULL AND created_at >= ?
-GROUP BY node_id, created_at / ? ORDER BY day DESC, node_id`), day, pendingAccount(accountID), millis(since), day)
+GROUP BY node_id, created_at / 86400000 ORDER BY day DESC, node_id`), pendingAccount(accountID), millis(since))
 	if err != nil {
 		return nil, fmt.Errorf("earnings of %s: %w", accountID, err)
 	}

@@ -2,6 +2,7 @@ package sqlstore_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -69,6 +70,78 @@ func TestDB_KeyUsage(t *testing.T) {
 					t.Errorf("KeyUsage(%s, %s, %v) = %d, %v; want %d", tt.account, tt.key, tt.since, got, err, tt.want)
 				}
 			})
+		}
+	})
+}
+
+// Earnings per node and UTC day, on every database: t0 is 2023-11-14T22:13:20Z, so t0+2h is
+// the next day.
+func TestDB_Earnings(t *testing.T) {
+	sqlstore.ForEachDB(t, func(t *testing.T, db *sqlstore.DB) {
+		ctx := context.Background()
+		mustAccount(t, db, "acct_b", "buyer")
+		mustAccount(t, db, "acct_p", "provider")
+		if err := db.Deposit(ctx, "acct_b", 1000, "d1", t0); err != nil {
+			t.Fatal(err)
+		}
+		type part struct {
+			node    string
+			earned  money.Nanos
+			at      time.Time
+			release time.Time
+		}
+		for i, p := range []part{
+			{"node_1", 10, t0, at(time.Hour)},                     // released below
+			{"node_1", 20, at(time.Minute), at(10 * time.Hour)},   // pending
+			{"node_2", 40, at(time.Minute), at(time.Hour)},        // released
+			{"node_1", 80, at(2 * time.Hour), at(10 * time.Hour)}, // next day, pending
+			{"node_2", 160, at(-24 * time.Hour), at(time.Hour)},   // the day before
+		} {
+			id := fmt.Sprintf("req_%d", i)
+			if err := db.PlaceHold(ctx, &store.Hold{RequestID: id, AccountID: "acct_b", KeyID: "key_1", Amount: p.earned, CreatedAt: p.at}); err != nil {
+				t.Fatal(err)
+			}
+			s := &store.Settlement{RequestID: id, Debit: p.earned, At: p.at, ReleaseAt: p.release,
+				Parts: []store.Part{{NodeID: p.node, ProviderID: "acct_p", Earned: p.earned}}}
+			if errs := db.Settle(ctx, []*store.Settlement{s}); errs[0] != nil {
+				t.Fatal(errs[0])
+			}
+		}
+		if _, err := db.ReleaseEarnings(ctx, at(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		day := func(s string) time.Time {
+			d, _ := time.Parse(time.DateOnly, s)
+			return d
+		}
+		tests := []struct {
+			name  string
+			since time.Time
+			want  []store.Earning
+		}{
+			{"all", time.Time{}, []store.Earning{
+				{NodeID: "node_1", Day: day("2023-11-15"), Pending: 80},
+				{NodeID: "node_1", Day: day("2023-11-14"), Pending: 20, Available: 10},
+				{NodeID: "node_2", Day: day("2023-11-14"), Available: 40},
+				{NodeID: "node_2", Day: day("2023-11-13"), Available: 160},
+			}},
+			{"since a day's start", day("2023-11-15"), []store.Earning{
+				{NodeID: "node_1", Day: day("2023-11-15"), Pending: 80},
+			}},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				got, err := db.Earnings(ctx, "acct_p", tt.since)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+					t.Errorf("Earnings since %v\n got %v\nwant %v", tt.since, got, tt.want)
+				}
+			})
+		}
+		if got, err := db.Earnings(ctx, "acct_b", time.Time{}); err != nil || len(got) != 0 {
+			t.Errorf("a buyer's earnings %v, %v; want none", got, err)
 		}
 	})
 }

@@ -38,7 +38,9 @@ CREATE INDEX ledger_entries_account ON ledger_entries (account, created_at);
 CREATE INDEX ledger_entries_due ON ledger_entries (release_at) WHERE released = 0 AND release_at IS NOT NULL;
 
 -- A hold reserves a request's most possible cost until it settles. windows lists the spend
--- windows it counts in, as "scope|period|window_start" lines.
+-- windows it counts in, as "scope|period|window_start" lines. checkpoint is the bill of what
+-- was delivered so far (JSON), kept up to date during long answers, so that a crash is
+-- followed by a settlement of what was delivered rather than by nothing.
 CREATE TABLE holds (
 	request_id TEXT    PRIMARY KEY,
 	account_id TEXT    NOT NULL,
@@ -46,6 +48,7 @@ CREATE TABLE holds (
 	amount     INTEGER NOT NULL CHECK (amount >= 0),
 	windows    TEXT    NOT NULL,
 	status     TEXT    NOT NULL CHECK (status IN ('open', 'settled', 'voided')),
+	checkpoint TEXT,
 	created_at INTEGER NOT NULL,
 	closed_at  INTEGER
 );
