@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,19 +10,23 @@ import (
 	"time"
 
 	"github.com/shareai/shareai/internal/localnet"
+	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/store"
 )
 
 const keysAbout = `Manage buyers' API keys (sk-…) and providers' tokens (spt-…).
 
   shareai keys create [--account NAME] [--name LABEL] [--provider]
+                      [--limit USD [--period daily|weekly|monthly]]
   shareai keys list   [--account NAME] [--provider]
   shareai keys revoke KEY-ID-OR-PREFIX
 
 'keys' works on the coordinator's database directly (SQLite in --data-dir), so run it on
 the coordinator's machine, with the same --data-dir; the coordinator need not be stopped.
 A created key is printed once: only its hash is stored. A revoked key stops working within
-seconds (the coordinator caches valid keys for 10s).`
+seconds (the coordinator caches valid keys for 10s). --limit caps what a new API key can
+spend per UTC day, week (from Monday) or month (--period, default monthly); change or
+remove the cap later with 'shareai admin cap --key KEY-ID'.`
 
 func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || (args[0] != "create" && args[0] != "list" && args[0] != "revoke") {
@@ -38,6 +43,8 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	account := fs.String("account", "default", "the account (created if it does not exist)")
 	name := fs.String("name", "", "a label for the key")
 	provider := fs.Bool("provider", false, "a provider token for registering agents, instead of a buyer's API key")
+	limit := fs.String("limit", "", "create: cap what the new API key can spend per --period, in USD")
+	period := fs.String("period", store.Monthly, "create: the --limit's window: daily, weekly or monthly (UTC)")
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, keysAbout+"\n\nFlags:")
@@ -56,6 +63,13 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *provider {
 		kind = store.KeyProvider
 	}
+	var keyCap *store.Cap
+	if verb == "create" {
+		var err error
+		if keyCap, err = keyLimit(fs, *limit, *period, *provider); err != nil {
+			return err
+		}
+	}
 	st, err := openStore(ctx, *dataDir)
 	if err != nil {
 		return err
@@ -73,10 +87,21 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			}
 		}
 		secret, k := store.NewKey(acct.ID, kind, *name, time.Now())
+		if keyCap != nil {
+			// Before the key exists, so that it never works without its cap.
+			keyCap.Scope = store.KeyScope(k.ID)
+			if err := st.SetCap(ctx, *keyCap); err != nil {
+				return err
+			}
+		}
 		if err := st.CreateKey(ctx, k); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "Created %s %s for account %s. Keep it safe: it is shown only this once.\n", kind, k.ID, acct.Name)
+		if keyCap != nil {
+			per := map[string]string{store.Daily: "day", store.Weekly: "week", store.Monthly: "month"}[keyCap.Period]
+			fmt.Fprintf(stderr, "It can spend at most $%s a %s (UTC).\n", keyCap.Limit, per)
+		}
 		fmt.Fprintln(stdout, secret)
 		return nil
 	case "list":
@@ -121,6 +146,30 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stdout, "Revoked %s (%s…).\n", k.ID, k.Prefix)
 		return nil
 	}
+}
+
+// keyLimit reads keys create's --limit and --period: nil when no limit is asked for.
+func keyLimit(fs *flag.FlagSet, limit, period string, provider bool) (*store.Cap, error) {
+	if limit == "" {
+		if isSet(fs, "period") {
+			return nil, errors.New("--period needs a --limit")
+		}
+		return nil, nil
+	}
+	if provider {
+		return nil, errors.New("--limit caps an API key's spending; a provider token spends nothing")
+	}
+	n, err := money.ParseUSD(limit)
+	if err != nil {
+		return nil, fmt.Errorf("--limit: %w", err)
+	}
+	if n <= 0 {
+		return nil, fmt.Errorf("--limit: %s is not a positive amount of USD", limit)
+	}
+	if !store.ValidPeriod(period) {
+		return nil, fmt.Errorf("--period: %q is not daily, weekly or monthly", period)
+	}
+	return &store.Cap{Period: period, Limit: n}, nil
 }
 
 func isSet(fs *flag.FlagSet, name string) bool {

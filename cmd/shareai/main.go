@@ -26,6 +26,7 @@ var commands = []command{
 	{"coordinator", "run the coordinator: the buyers' OpenAI-compatible API and the agents' hub", runCoordinator},
 	{"provider", "run the provider agent next to a GPU and its inference engine", runProvider},
 	{"keys", "create, list and revoke buyers' API keys and providers' tokens", runKeys},
+	{"admin", "credit buyers, pay providers out, set spend caps, list accounts", runAdmin},
 	{"version", "print the version", runVersion},
 }
 

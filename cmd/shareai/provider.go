@@ -12,6 +12,9 @@ import (
 )
 
 func runProvider(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "earnings" {
+		return runProviderEarnings(ctx, args[1:], stdout, stderr)
+	}
 	var cfg config.Provider
 	fs := flag.NewFlagSet("provider", flag.ContinueOnError)
 	cfg.Flags(fs)

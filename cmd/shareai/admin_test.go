@@ -1,0 +1,461 @@
+package main
+
+import (
+	"context"
+	"encoding/csv"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/store"
+	"github.com/shareai/shareai/internal/store/sqlstore"
+	"github.com/shareai/shareai/internal/store/sqlstore/sqlstoretest"
+)
+
+// shareai runs the command line in-process and returns its exit code and output.
+func shareai(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb strings.Builder
+	code = run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// must runs a command line that must succeed, and returns its standard output.
+func must(t *testing.T, args ...string) string {
+	t.Helper()
+	code, out, errs := shareai(t, args...)
+	if code != 0 {
+		t.Fatalf("shareai %s = %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errs)
+	}
+	return out
+}
+
+// withStore opens the data dir's database for the checks in fn, and closes it after.
+func withStore(t *testing.T, dir string, fn func(st *sqlstore.DB)) {
+	t.Helper()
+	st, err := sqlstore.Open(context.Background(), filepath.Join(dir, "coordinator.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	fn(st)
+}
+
+func mustAccount(t *testing.T, st store.Store, name string) *store.Account {
+	t.Helper()
+	a, err := st.Account(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func mustBalance(t *testing.T, st store.Store, accountID string) *store.Balance {
+	t.Helper()
+	b, err := st.Balance(context.Background(), accountID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func usd(s string) money.Nanos {
+	n, err := money.ParseUSD(s)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+func TestKeysCreate_Limit(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	code, out, errs := shareai(t, "keys", "create", "--data-dir", dir, "--account", "alice", "--name", "capped", "--limit", "5.25", "--period", "daily")
+	if code != 0 || !strings.HasPrefix(out, "sk-") || !strings.Contains(errs, "$5.25 a day") {
+		t.Fatalf("keys create --limit = %d, %q, %q", code, out, errs)
+	}
+	secret := strings.TrimSpace(out)
+	must(t, "keys", "create", "--data-dir", dir, "--account", "alice", "--limit", "7") // monthly by default
+	must(t, "keys", "create", "--data-dir", dir, "--account", "alice")                 // no limit
+	withStore(t, dir, func(st *sqlstore.DB) {
+		k, err := st.KeyByHash(ctx, store.HashSecret(secret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp, err := st.Spending(ctx, time.Now(), store.KeyScope(k.ID))
+		if err != nil || len(sp) != 1 || sp[0].Period != store.Daily || sp[0].Limit != usd("5.25") {
+			t.Errorf("the capped key's caps %+v, %v; want daily $5.25", sp, err)
+		}
+		keys, err := st.Keys(ctx, "", store.KeyBuyer)
+		if err != nil || len(keys) != 3 {
+			t.Fatalf("keys %d, %v; want 3", len(keys), err)
+		}
+		var caps []string
+		for _, k := range keys {
+			sp, _ := st.Spending(ctx, time.Now(), store.KeyScope(k.ID))
+			for _, s := range sp {
+				caps = append(caps, s.Period+" "+s.Limit.String())
+			}
+		}
+		if strings.Join(caps, ",") != "monthly 7,daily 5.25" && strings.Join(caps, ",") != "daily 5.25,monthly 7" {
+			t.Errorf("caps of the three keys: %v; want daily 5.25 and monthly 7, the third key none", caps)
+		}
+	})
+
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"provider token", []string{"--provider", "--limit", "5"}, "provider token"},
+		{"bad amount", []string{"--limit", "five"}, "--limit"},
+		{"zero", []string{"--limit", "0"}, "--limit"},
+		{"negative", []string{"--limit=-1"}, "--limit"},
+		{"bad period", []string{"--limit", "5", "--period", "yearly"}, "--period"},
+		{"period alone", []string{"--period", "daily"}, "--period needs a --limit"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errs := shareai(t, append([]string{"keys", "create", "--data-dir", dir, "--account", "alice"}, tt.args...)...)
+			if code != 1 || out != "" || !strings.Contains(errs, tt.want) {
+				t.Errorf("= %d, %q, %q; want 1, no key, an error about %s", code, out, errs, tt.want)
+			}
+		})
+	}
+	withStore(t, dir, func(st *sqlstore.DB) {
+		if keys, _ := st.Keys(ctx, "", ""); len(keys) != 3 {
+			t.Errorf("%d keys after the refused creates; want still 3", len(keys))
+		}
+	})
+}
+
+func TestAdmin(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	dd := []string{"--data-dir", dir}
+	admin := func(args ...string) []string { return append(append([]string{"admin"}, args...), dd...) }
+
+	// No database yet: admin refuses rather than make an empty one.
+	if code, _, errs := shareai(t, admin("accounts")...); code != 1 || !strings.Contains(errs, "no coordinator database") {
+		t.Errorf("admin on an empty data dir = %d, %q", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "coordinator.db")); err == nil {
+		t.Errorf("admin created a database")
+	}
+	secret := strings.TrimSpace(must(t, "keys", "create", "--data-dir", dir, "--account", "alice"))
+	must(t, "keys", "create", "--data-dir", dir, "--account", "bob", "--provider")
+
+	t.Run("credit", func(t *testing.T) {
+		if out := must(t, admin("credit", "alice", "10", "--ref", "wire-1")...); !strings.Contains(out, "Credited $10 to alice (ref wire-1)") {
+			t.Errorf("credit: %q", out)
+		}
+		// A retry with the same ref credits nothing more, and succeeds.
+		code, out, errs := shareai(t, admin("credit", "--ref", "wire-1", "alice", "10")...)
+		if code != 0 || !strings.Contains(errs, "used already") || !strings.Contains(out, "Balance of alice: $10 ") {
+			t.Errorf("credit retry = %d, %q, %q; want 0, nothing more credited", code, out, errs)
+		}
+		// Without a ref, each run is a deposit of its own, with a ref printed.
+		out = must(t, admin("credit", "alice", "2.5")...)
+		if !regexp.MustCompile(`\(ref credit-[0-9a-f]{16}\)`).MatchString(out) {
+			t.Errorf("credit without --ref: %q; want a random ref printed", out)
+		}
+		must(t, append([]string{"admin", "credit", "alice", "0.000000001"}, dd...)...)
+		withStore(t, dir, func(st *sqlstore.DB) {
+			if b := mustBalance(t, st, mustAccount(t, st, "alice").ID); b.Credits != usd("12.500000001") || b.Deposited != b.Credits {
+				t.Errorf("alice's balance %+v; want $12.500000001", b)
+			}
+		})
+		for _, tt := range []struct {
+			name     string
+			args     []string
+			code     int
+			contains string
+		}{
+			{"unknown account", []string{"credit", "nobody", "1"}, 1, `no account "nobody"`},
+			{"zero", []string{"credit", "alice", "0"}, 1, "not a positive amount"},
+			{"not an amount", []string{"credit", "alice", "ten"}, 1, "amount"},
+			{"too many decimals", []string{"credit", "alice", "0.0000000001"}, 1, "9 decimals"},
+			{"negative", []string{"credit", "alice", "-1"}, 2, ""},
+			{"no amount", []string{"credit", "alice"}, 2, "wrong number of arguments"},
+			{"unknown verb", []string{"refund", "alice"}, 2, `unknown admin command "refund"`},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				code, _, errs := shareai(t, admin(tt.args...)...)
+				if code != tt.code || !strings.Contains(errs, tt.contains) {
+					t.Errorf("= %d, %q; want %d and %q", code, errs, tt.code, tt.contains)
+				}
+			})
+		}
+		withStore(t, dir, func(st *sqlstore.DB) {
+			if b := mustBalance(t, st, mustAccount(t, st, "alice").ID); b.Credits != usd("12.500000001") {
+				t.Errorf("alice's balance after refused credits %s", b.Credits)
+			}
+		})
+	})
+
+	// Bob's node earns $3 on a request of Alice's, released, and $0.5 on another, pending.
+	withStore(t, dir, func(st *sqlstore.DB) {
+		alice, bob := mustAccount(t, st, "alice"), mustAccount(t, st, "bob")
+		k, err := st.KeyByHash(ctx, store.HashSecret(secret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		earn(t, st, "req_1", alice.ID, k.ID, bob.ID, 3*money.USD, usd("0.15"), time.Now().Add(-time.Minute))
+		earn(t, st, "req_2", alice.ID, k.ID, bob.ID, usd("0.5"), usd("2.65"), time.Now().Add(time.Hour))
+		if _, err := st.ReleaseEarnings(ctx, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("accounts", func(t *testing.T) {
+		out := must(t, admin("accounts")...)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 3 {
+			t.Fatalf("accounts:\n%s\nwant a header and two accounts", out)
+		}
+		fields := func(line string) string { return strings.Join(strings.Fields(line), " ") }
+		withStore(t, dir, func(st *sqlstore.DB) {
+			alice, bob := mustAccount(t, st, "alice"), mustAccount(t, st, "bob")
+			want := []string{
+				"NAME ID BALANCE HELD SPENT PENDING AVAILABLE PAID OUT",
+				"alice " + alice.ID + " $6.200000001 $0 $6.3 $0 $0 $0",
+				"bob " + bob.ID + " $0 $0 $0 $0.5 $3 $0",
+			}
+			for i, w := range want {
+				if got := fields(lines[i]); got != w {
+					t.Errorf("line %d: %q; want %q", i, got, w)
+				}
+			}
+		})
+	})
+
+	t.Run("payout", func(t *testing.T) {
+		book := filepath.Join(t.TempDir(), "payouts.csv")
+		if out := must(t, admin("payout", "bob", "1", "--ref", "po-1", "--csv", book)...); !strings.Contains(out, "Paid out $1 to bob (ref po-1)") || !strings.Contains(out, "$2 available") {
+			t.Errorf("payout: %q", out)
+		}
+		// A retry pays nothing more and writes no second line.
+		if code, _, errs := shareai(t, admin("payout", "bob", "1", "--ref", "po-1", "--csv", book)...); code != 0 || !strings.Contains(errs, "used already") {
+			t.Errorf("payout retry = %d, %q", code, errs)
+		}
+		if code, _, errs := shareai(t, admin("payout", "bob", "2.5")...); code != 1 || !strings.Contains(errs, "$2 available to pay out, less than $2.5 ($0.5 pending release)") {
+			t.Errorf("payout of more than available = %d, %q", code, errs)
+		}
+		if code, _, errs := shareai(t, admin("payout", "ghost", "all")...); code != 1 || !strings.Contains(errs, `no account "ghost"`) {
+			t.Errorf("payout to an unknown account = %d, %q", code, errs)
+		}
+		must(t, admin("payout", "bob", "all", "--csv", book)...)
+		if code, _, errs := shareai(t, admin("payout", "bob", "all")...); code != 1 || !strings.Contains(errs, "nothing available") {
+			t.Errorf("payout of all, with nothing left = %d, %q", code, errs)
+		}
+		withStore(t, dir, func(st *sqlstore.DB) {
+			if b := mustBalance(t, st, mustAccount(t, st, "bob").ID); b.Available != 0 || b.PaidOut != 3*money.USD || b.Pending != usd("0.5") {
+				t.Errorf("bob's balance %+v; want $3 paid out, $0.5 pending", b)
+			}
+			if sum, err := st.LedgerSum(ctx); sum != 0 || err != nil {
+				t.Errorf("ledger sum %d, %v", sum, err)
+			}
+		})
+		f, err := os.Open(book)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		rows, err := csv.NewReader(f).ReadAll()
+		if err != nil || len(rows) != 3 {
+			t.Fatalf("payouts.csv: %v, %v; want a header and 2 lines", rows, err)
+		}
+		if strings.Join(rows[0], ",") != "time,account,amount_usd,ref" ||
+			strings.Join(rows[1][1:], ",") != "bob,1,po-1" || rows[2][1] != "bob" || rows[2][2] != "2" || !strings.HasPrefix(rows[2][3], "payout-") {
+			t.Errorf("payouts.csv: %v", rows)
+		}
+		if _, err := time.Parse(time.RFC3339, rows[1][0]); err != nil {
+			t.Errorf("time %q: %v", rows[1][0], err)
+		}
+	})
+
+	t.Run("cap", func(t *testing.T) {
+		var keyID, prefix, aliceID string
+		withStore(t, dir, func(st *sqlstore.DB) {
+			k, _ := st.KeyByHash(ctx, store.HashSecret(secret))
+			keyID, prefix, aliceID = k.ID, k.Prefix, k.AccountID
+		})
+		if out := must(t, admin("cap", "alice", "--period", "weekly", "--limit", "3")...); !strings.Contains(out, "weekly spend cap of $3 on account alice") {
+			t.Errorf("cap: %q", out)
+		}
+		must(t, admin("cap", "--key", keyID, "--period", "monthly", "--limit", "1.5")...)
+		must(t, admin("cap", "--key", prefix+"…", "--period", "daily", "--limit", "0.25")...)
+		spends := func() string {
+			var got []string
+			withStore(t, dir, func(st *sqlstore.DB) {
+				sp, err := st.Spending(ctx, time.Now(), store.AccountScope(aliceID), store.KeyScope(keyID))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, s := range sp {
+					got = append(got, strings.SplitN(s.Scope, ":", 2)[0]+" "+s.Period+" "+s.Limit.String())
+				}
+			})
+			return strings.Join(got, ", ")
+		}
+		if got, want := spends(), "account weekly 3, key daily 0.25, key monthly 1.5"; got != want {
+			t.Errorf("caps %q; want %q", got, want)
+		}
+		if out := must(t, admin("cap", "--key", keyID, "--period", "monthly", "--limit", "0")...); !strings.Contains(out, "Removed the monthly spend cap") {
+			t.Errorf("cap --limit 0: %q", out)
+		}
+		if got, want := spends(), "account weekly 3, key daily 0.25"; got != want {
+			t.Errorf("caps after removing one %q; want %q", got, want)
+		}
+		for _, tt := range []struct {
+			name     string
+			args     []string
+			code     int
+			contains string
+		}{
+			{"account and key", []string{"cap", "alice", "--key", keyID, "--period", "daily", "--limit", "1"}, 2, "not both"},
+			{"neither", []string{"cap", "--period", "daily", "--limit", "1"}, 2, "name an ACCOUNT"},
+			{"no period", []string{"cap", "alice", "--limit", "1"}, 2, "--period"},
+			{"no limit", []string{"cap", "alice", "--period", "daily"}, 2, "--limit"},
+			{"bad period", []string{"cap", "alice", "--period", "hourly", "--limit", "1"}, 1, "--period"},
+			{"negative", []string{"cap", "alice", "--period", "daily", "--limit=-1"}, 1, "negative"},
+			{"unknown account", []string{"cap", "nobody", "--period", "daily", "--limit", "1"}, 1, `no account "nobody"`},
+			{"unknown key", []string{"cap", "--key", "key_nope", "--period", "daily", "--limit", "1"}, 1, `no API key "key_nope"`},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				code, _, errs := shareai(t, admin(tt.args...)...)
+				if code != tt.code || !strings.Contains(errs, tt.contains) {
+					t.Errorf("= %d, %q; want %d and %q", code, errs, tt.code, tt.contains)
+				}
+			})
+		}
+		if got, want := spends(), "account weekly 3, key daily 0.25"; got != want {
+			t.Errorf("caps after refused commands %q; want %q", got, want)
+		}
+	})
+
+	t.Run("provider earnings", func(t *testing.T) {
+		out := must(t, "provider", "earnings", "--data-dir", dir, "--account", "bob", "--days", "7")
+		today := time.Now().UTC().Format(time.DateOnly)
+		if !regexp.MustCompile(today+`\s+node_1\s+\$0\.5\s+\$3\n`).MatchString(out) ||
+			!strings.Contains(out, "Totals for bob: $0.5 pending, $0 available, $3 paid out.") {
+			t.Errorf("provider earnings:\n%s", out)
+		}
+		if out := must(t, "provider", "earnings", "--data-dir", dir, "--account", "alice"); !strings.Contains(out, "No earnings since") {
+			t.Errorf("a buyer's earnings:\n%s", out)
+		}
+		if code, _, errs := shareai(t, "provider", "earnings", "--data-dir", dir, "--account", "bob", "--days", "0"); code != 1 || !strings.Contains(errs, "--days") {
+			t.Errorf("--days 0 = %d, %q", code, errs)
+		}
+		if code, _, errs := shareai(t, "provider", "earnings", "--data-dir", dir, "--account", "ghost"); code != 1 || !strings.Contains(errs, `no account "ghost"`) {
+			t.Errorf("unknown account = %d, %q", code, errs)
+		}
+	})
+}
+
+// earn bills a buyer's request, of which node_1 of a provider earns an amount, released at a
+// time.
+func earn(t *testing.T, st store.Store, requestID, buyerID, keyID, providerID string, earned, fee money.Nanos, releaseAt time.Time) {
+	t.Helper()
+	ctx, now := context.Background(), time.Now()
+	if err := st.PlaceHold(ctx, &store.Hold{RequestID: requestID, AccountID: buyerID, KeyID: keyID, Amount: earned + fee, CreatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	s := &store.Settlement{RequestID: requestID, Debit: earned + fee, Fee: fee, ReleaseAt: releaseAt, At: now,
+		Parts: []store.Part{{NodeID: "node_1", ProviderID: providerID, Earned: earned}}}
+	if errs := st.Settle(ctx, []*store.Settlement{s}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+}
+
+// The admin commands on each kind of database the coordinator runs on, named by --db.
+func TestAdmin_DB(t *testing.T) {
+	for _, kind := range sqlstoretest.Kinds() {
+		t.Run(kind, func(t *testing.T) {
+			dsn := sqlstoretest.DSN(t, kind)
+			ctx := context.Background()
+			st, err := sqlstore.Open(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			carol := &store.Account{ID: "acct_carol", Name: "carol", CreatedAt: time.Now()}
+			dave := &store.Account{ID: "acct_dave", Name: "dave", CreatedAt: time.Now()}
+			_, k := store.NewKey(carol.ID, store.KeyBuyer, "", time.Now())
+			for _, a := range []*store.Account{carol, dave} {
+				if err := st.CreateAccount(ctx, a); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := st.CreateKey(ctx, k); err != nil {
+				t.Fatal(err)
+			}
+			st.Close()
+			db := []string{"--db", dsn}
+			admin := func(args ...string) []string { return append(append([]string{"admin"}, args...), db...) }
+
+			must(t, admin("credit", "carol", "4", "--ref", "c1")...)
+			if code, _, errs := shareai(t, admin("credit", "carol", "4", "--ref", "c1")...); code != 0 || !strings.Contains(errs, "used already") {
+				t.Errorf("credit retry = %d, %q", code, errs)
+			}
+			withStore := func(fn func(st *sqlstore.DB)) {
+				st, err := sqlstore.Open(ctx, dsn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer st.Close()
+				fn(st)
+			}
+			withStore(func(st *sqlstore.DB) {
+				earn(t, st, "req_1", carol.ID, k.ID, dave.ID, 2*money.USD, usd("0.1"), time.Now().Add(-time.Minute))
+				if _, err := st.ReleaseEarnings(ctx, time.Now()); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if code, _, errs := shareai(t, admin("payout", "dave", "3")...); code != 1 || !strings.Contains(errs, "$2 available to pay out, less than $3") {
+				t.Errorf("payout of too much = %d, %q", code, errs)
+			}
+			must(t, admin("payout", "dave", "all", "--ref", "p1")...)
+			if code, _, errs := shareai(t, admin("payout", "dave", "2", "--ref", "p1")...); code != 0 || !strings.Contains(errs, "used already") {
+				t.Errorf("payout retry = %d, %q", code, errs)
+			}
+			must(t, admin("cap", "carol", "--period", "daily", "--limit", "1")...)
+			must(t, admin("cap", "--key", k.ID, "--period", "weekly", "--limit", "0.5")...)
+			out := must(t, admin("accounts")...)
+			for _, want := range []string{"carol acct_carol $1.9 $0 $2.1 $0 $0 $0", "dave acct_dave $0 $0 $0 $0 $0 $2"} {
+				if !strings.Contains(strings.Join(strings.Fields(out), " "), want) {
+					t.Errorf("accounts:\n%s\nwant a line %q", out, want)
+				}
+			}
+			if out := must(t, append([]string{"provider", "earnings", "--account", "dave"}, db...)...); !strings.Contains(out, "$0 pending, $0 available, $2 paid out") {
+				t.Errorf("provider earnings:\n%s", out)
+			}
+			withStore(func(st *sqlstore.DB) {
+				sp, err := st.Spending(ctx, time.Now(), store.AccountScope(carol.ID), store.KeyScope(k.ID))
+				if err != nil || len(sp) != 2 || sp[0].Limit != money.USD || sp[1].Limit != usd("0.5") || sp[1].Period != store.Weekly {
+					t.Errorf("caps %+v, %v", sp, err)
+				}
+				if sum, err := st.LedgerSum(ctx); sum != 0 || err != nil {
+					t.Errorf("ledger sum %d, %v", sum, err)
+				}
+			})
+		})
+	}
+}
+
+func TestAdmin_Help(t *testing.T) {
+	for _, args := range [][]string{
+		{"admin", "--help"}, {"admin", "credit", "--help"}, {"admin", "accounts", "--help"},
+		{"admin", "payout", "--help"}, {"admin", "cap", "--help"}, {"provider", "earnings", "--help"},
+	} {
+		code, out, errs := shareai(t, args...)
+		if help := out + errs; code != 0 || !strings.Contains(help, "Usage: shareai") && !strings.Contains(help, "shareai admin credit") {
+			t.Errorf("shareai %s = %d, %q; want 0 and the usage", strings.Join(args, " "), code, help)
+		}
+	}
+	if code, _, errs := shareai(t, "admin"); code != 2 || !strings.Contains(errs, "shareai admin payout") {
+		t.Errorf("admin alone = %d, %q; want 2 and the usage", code, errs)
+	}
+}
