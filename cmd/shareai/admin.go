@@ -76,6 +76,15 @@ func (d *dbFlags) open(ctx context.Context) (*sqlstore.DB, error) {
 	return sqlstore.Open(ctx, path)
 }
 
+// openOrCreate opens the coordinator's database, creating a SQLite one if there is none yet
+// (keys may be made before the coordinator first starts).
+func (d *dbFlags) openOrCreate(ctx context.Context) (*sqlstore.DB, error) {
+	if d.db != "" {
+		return sqlstore.Open(ctx, d.db)
+	}
+	return openStore(ctx, d.dataDir)
+}
+
 // parseVerb parses a sub-verb's flags, which may come before, between or after its arguments,
 // and checks it got between lo and hi arguments. It returns the arguments.
 func parseVerb(fs *flag.FlagSet, args []string, stderr io.Writer, usage string, lo, hi int) ([]string, error) {

@@ -39,7 +39,8 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	verb := args[0]
 	fs := flag.NewFlagSet("keys "+verb, flag.ContinueOnError)
-	dataDir := fs.String("data-dir", "./.shareai", "the coordinator's data directory")
+	var db dbFlags
+	db.register(fs)
 	account := fs.String("account", "default", "the account (created if it does not exist)")
 	name := fs.String("name", "", "a label for the key")
 	provider := fs.Bool("provider", false, "a provider token for registering agents, instead of a buyer's API key")
@@ -70,7 +71,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 	}
-	st, err := openStore(ctx, *dataDir)
+	st, err := db.openOrCreate(ctx)
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ func (g *Gateway) registerAccount(mux *http.ServeMux) {
 	mux.Handle("GET /v1/generation", g.handle(g.generation))
 	mux.Handle("GET /v1/credits", g.handle(g.credits))
 	mux.Handle("GET /v1/key", g.handle(g.keyInfo))
-	mux.Handle("GET /v1/provider/earnings", g.handleProvider(g.providerEarnings))
+	mux.Handle("GET /v1/provider/earnings", g.handleAs(store.KeyProvider, g.providerEarnings))
 }
 
 // usd is an amount of money shown in USD as an exact JSON number.
@@ -311,65 +311,4 @@ func (g *Gateway) nodeName(ctx context.Context, id string) (string, error) {
 		return "", err
 	}
 	return n.Name, nil
-}
-
-// handleProvider is handle for the provider API: it authenticates a provider token (spt-…)
-// instead of an API key.
-func (g *Gateway) handleProvider(fn handlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c := &call{id: RequestID(r.Context()), start: g.cfg.Now()}
-		err := g.authenticateProvider(r, c)
-		if err == nil {
-			r.Body = http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes)
-			err = fn(w, r, c)
-		}
-		if err != nil {
-			g.writeError(w, c, err)
-		}
-	})
-}
-
-func (g *Gateway) authenticateProvider(r *http.Request, c *call) error {
-	secret, ok := bearer(r)
-	if !ok {
-		return &api.Error{Status: http.StatusUnauthorized, Type: api.TypeInvalidRequest, Code: api.CodeMissingAPIKey,
-			Message: "You didn't provide a provider token. Pass it in an Authorization header using Bearer auth (i.e. Authorization: Bearer spt-…)."}
-	}
-	k, err := g.keys.lookup(r.Context(), g.cfg.Store, secret)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("look up provider token: %w", err)
-	}
-	if k == nil || k.Revoked() || k.Kind != store.KeyProvider {
-		msg := "Incorrect provider token provided: " + redact(secret) + "."
-		if k != nil && k.Kind == store.KeyBuyer {
-			msg = "An API key cannot call the provider API; use a provider token (spt-…)."
-		} else if k != nil && k.Revoked() {
-			msg = "The provider token " + k.Prefix + "… has been revoked."
-		}
-		return &api.Error{Status: http.StatusUnauthorized, Type: api.TypeInvalidRequest, Code: api.CodeInvalidAPIKey, Message: msg}
-	}
-	c.key = k
-	return nil
-}
-
-// bearer returns the secret of a Bearer Authorization header.
-func bearer(r *http.Request) (string, bool) {
-	h := r.Header.Get("Authorization")
-	secret, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok {
-		secret, ok = strings.CutPrefix(h, "bearer ")
-	}
-	secret = strings.TrimSpace(secret)
-	return secret, ok && secret != ""
-}
-
-// writeError writes a handler's error in OpenAI's shape, as handle does.
-func (g *Gateway) writeError(w http.ResponseWriter, c *call, err error) {
-	var ae *api.Error
-	if !errors.As(err, &ae) {
-		g.log.Error("request failed", logRequestID, c.id, "err", err)
-		ae = &api.Error{Status: http.StatusInternalServerError, Type: api.TypeServer,
-			Message: "The server had an error while processing your request. Request id: " + c.id + "."}
-	}
-	ae.Write(w)
 }

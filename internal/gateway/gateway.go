@@ -94,52 +94,76 @@ type call struct {
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request, c *call) error
 
-// handle authenticates the buyer and writes a handler's error in OpenAI's shape.
-func (g *Gateway) handle(fn handlerFunc) http.Handler {
+// handle serves a buyer API handler: it authenticates an API key (sk-…) and writes the
+// handler's error in OpenAI's shape.
+func (g *Gateway) handle(fn handlerFunc) http.Handler { return g.handleAs(store.KeyBuyer, fn) }
+
+// handleAs is handle for the API of a kind of key: store.KeyBuyer or store.KeyProvider.
+func (g *Gateway) handleAs(kind string, fn handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c := &call{id: RequestID(r.Context()), start: g.cfg.Now()}
-		err := g.authenticate(r, c)
+		err := g.authenticate(r, c, kind)
 		if err == nil {
 			r.Body = http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes)
 			err = fn(w, r, c)
 		}
-		if err == nil {
-			return
+		if err != nil {
+			g.writeError(w, c, err)
 		}
-		var ae *api.Error
-		if !errors.As(err, &ae) {
-			g.log.Error("request failed", logRequestID, c.id, "err", err)
-			ae = &api.Error{Status: http.StatusInternalServerError, Type: api.TypeServer,
-				Message: "The server had an error while processing your request. Request id: " + c.id + "."}
-		}
-		if ae.Status == http.StatusServiceUnavailable {
-			w.Header().Set("Retry-After", "1")
-		}
-		ae.Write(w)
 	})
 }
 
-func (g *Gateway) authenticate(r *http.Request, c *call) error {
+// writeError writes a handler's error in OpenAI's shape; an error that is not an *api.Error is
+// logged and shown as a 500 with the request id.
+func (g *Gateway) writeError(w http.ResponseWriter, c *call, err error) {
+	var ae *api.Error
+	if !errors.As(err, &ae) {
+		g.log.Error("request failed", logRequestID, c.id, "err", err)
+		ae = &api.Error{Status: http.StatusInternalServerError, Type: api.TypeServer,
+			Message: "The server had an error while processing your request. Request id: " + c.id + "."}
+	}
+	if ae.Status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	ae.Write(w)
+}
+
+// bearer returns the secret of a Bearer Authorization header.
+func bearer(r *http.Request) (string, bool) {
 	h := r.Header.Get("Authorization")
 	secret, ok := strings.CutPrefix(h, "Bearer ")
 	if !ok {
 		secret, ok = strings.CutPrefix(h, "bearer ")
 	}
 	secret = strings.TrimSpace(secret)
-	if !ok || secret == "" {
+	return secret, ok && secret != ""
+}
+
+// authenticate checks the request's key is a valid key of the kind.
+func (g *Gateway) authenticate(r *http.Request, c *call, kind string) error {
+	a, what, example := "an", "API key", "YOUR_KEY"
+	if kind == store.KeyProvider {
+		a, what, example = "a", "provider token", "spt-…"
+	}
+	secret, ok := bearer(r)
+	if !ok {
 		return &api.Error{Status: http.StatusUnauthorized, Type: api.TypeInvalidRequest, Code: api.CodeMissingAPIKey,
-			Message: "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."}
+			Message: fmt.Sprintf("You didn't provide %s %s. You need to provide your %s in an Authorization header using Bearer auth (i.e. Authorization: Bearer %s).",
+				a, what, what, example)}
 	}
 	k, err := g.keys.lookup(r.Context(), g.cfg.Store, secret)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("look up api key: %w", err)
+		return fmt.Errorf("look up %s: %w", what, err)
 	}
-	if k == nil || k.Revoked() || k.Kind != store.KeyBuyer {
-		msg := "Incorrect API key provided: " + redact(secret) + "."
-		if k != nil && k.Kind == store.KeyProvider {
+	if k == nil || k.Revoked() || k.Kind != kind {
+		msg := "Incorrect " + what + " provided: " + redact(secret) + "."
+		switch {
+		case k != nil && k.Revoked():
+			msg = "The " + what + " " + k.Prefix + "… has been revoked."
+		case k != nil && k.Kind == store.KeyProvider:
 			msg = "A provider token cannot call the buyer API; use an API key (sk-…)."
-		} else if k != nil && k.Revoked() {
-			msg = "The API key " + k.Prefix + "… has been revoked."
+		case k != nil:
+			msg = "An API key cannot call the provider API; use a provider token (spt-…)."
 		}
 		return &api.Error{Status: http.StatusUnauthorized, Type: api.TypeInvalidRequest, Code: api.CodeInvalidAPIKey, Message: msg}
 	}
