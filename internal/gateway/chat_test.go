@@ -353,3 +353,19 @@ func TestChat_100ConcurrentStreams(t *testing.T) {
 }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+// mustJSON returns the messages of params as the gateway passes them on.
+func mustJSON(t *testing.T, params openai.ChatCompletionNewParams) json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Messages json.RawMessage `json:"messages"`
+	}
+	if err := json.Unmarshal(b, &body); err != nil {
+		t.Fatal(err)
+	}
+	return body.Messages
+}

@@ -53,7 +53,7 @@ const maxDispatchAttempts = 3
 // serve runs a validated request on a node, relays the answer and bills it.
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *protocol.Request, stream bool, opts *api.StreamOptions) error {
 	promptBytes := len(req.Messages) + len(req.Prompt)
-	bounds := ledger.Bounds{PromptTokens: ledger.PromptBound(promptBytes)}
+	bounds := ledger.Bounds{PromptTokens: ledger.PromptBound(promptBytes), PromptEstimate: ledger.EstimateTokens(promptBytes)}
 	job, ask, err := g.dispatch(r.Context(), c, req, &bounds)
 	if err != nil {
 		return err
@@ -99,7 +99,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 		}
 		lastCheckpoint = now
 		soFar := g.cfg.Ledger.Price(c.id, bounds, []ledger.Work{work(protocol.Usage{
-			PromptTokens: promptBytes/4 + 1, CompletionTokens: delivered / 4}, delivered)})
+			PromptTokens: bounds.PromptEstimate, CompletionTokens: ledger.EstimateTokens(delivered)}, delivered)})
 		if err := g.cfg.Ledger.Checkpoint(r.Context(), soFar); err != nil && r.Context().Err() == nil {
 			g.log.Warn("checkpoint request", logRequestID, c.id, "err", err)
 		}
@@ -132,7 +132,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 		// usage read the prompt all the same: bill the coordinator's estimate of it.
 		used := res.Usage
 		if used.PromptTokens == 0 {
-			used.PromptTokens = promptBytes/4 + 1
+			used.PromptTokens = bounds.PromptEstimate
 		}
 		bill = g.cfg.Ledger.Price(c.id, bounds, []ledger.Work{work(used, res.Delivered)})
 	}
@@ -140,7 +140,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 		bill = g.cfg.Ledger.Price(c.id, bounds, nil) // refused before anything was delivered: nothing to pay
 	}
 	if len(bill.Clamped) > 0 {
-		g.log.Warn("node claimed more tokens than it delivered; billed the bound", logRequestID, c.id, logNode, node.ID,
+		g.log.Warn("node claimed more tokens than it delivered; billed the coordinator's estimate", logRequestID, c.id, logNode, node.ID,
 			"claimed_prompt", res.Usage.PromptTokens, "claimed_completion", res.Usage.CompletionTokens,
 			"billed_prompt", bill.PromptTokens, "billed_completion", bill.CompletionTokens)
 	}

@@ -82,6 +82,18 @@ type Ask struct {
 type Bounds struct {
 	PromptTokens     int
 	CompletionTokens int
+	// PromptEstimate is the coordinator's own estimate of the prompt's tokens, billed instead
+	// of a node's claim beyond PromptTokens.
+	PromptEstimate int
+}
+
+// EstimateTokens is the coordinator's estimate of the tokens in n bytes of text: about four
+// bytes a token, and at least one token for any text.
+func EstimateTokens(n int) int {
+	if n <= 0 {
+		return 0
+	}
+	return (n + 3) / 4
 }
 
 // PromptBound is an upper bound of a prompt's tokens from the size of the request's messages
@@ -140,8 +152,10 @@ type Bill struct {
 // Cost returns what the buyer pays.
 func (b *Bill) Cost() money.Nanos { return b.Settlement.Debit }
 
-// Price bills a request from the work of its nodes, within its bounds: a claim beyond the
-// prompt bound, the completion bound or the delivered text is cut to the bound and reported.
+// Price bills a request from the work of its nodes. A node's claim is trusted within what is
+// plausible: a prompt within the prompt bound, a completion within max_tokens and within the
+// text it delivered (a token is at least a byte). An implausible claim is replaced by the
+// coordinator's estimate (and never more than the bound), and the node is reported in Clamped.
 // The buyer pays the prompt once, to the first node; later nodes are paid their completions.
 func (l *Ledger) Price(requestID string, b Bounds, work []Work) *Bill {
 	bill := &Bill{Settlement: &store.Settlement{RequestID: requestID, At: l.cfg.Now()}}
@@ -155,18 +169,19 @@ func (l *Ledger) Price(requestID string, b Bounds, work []Work) *Bill {
 			prompt = 0 // a continuation's prompt reading is the platform's cost
 		}
 		clamped := false
-		if prompt > b.PromptTokens {
-			prompt, clamped = b.PromptTokens, true
+		if prompt > b.PromptTokens || prompt < 0 {
+			prompt, clamped = min(max(b.PromptEstimate, 0), b.PromptTokens), true
 		}
 		// A token is at least one byte; an engine may add one end-of-text token.
-		if limit := min(completionLeft, w.DeliveredBytes+1); completion > limit {
-			completion, clamped = limit, true
+		if completion > w.DeliveredBytes+1 || completion < 0 {
+			completion, clamped = EstimateTokens(w.DeliveredBytes), true
 		}
-		if prompt < 0 || completion < 0 {
-			prompt, completion, clamped = max(prompt, 0), max(completion, 0), true
+		if completion > completionLeft {
+			completion, clamped = max(completionLeft, 0), true
 		}
 		if clamped {
 			bill.Clamped = append(bill.Clamped, w.NodeID)
+			s.Flagged = append(s.Flagged, w.NodeID)
 		}
 		completionLeft -= completion
 		bill.PromptTokens += prompt

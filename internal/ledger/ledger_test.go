@@ -82,7 +82,7 @@ func forEachDB(t *testing.T, fn func(t *testing.T, kind string)) {
 func TestPrice(t *testing.T) {
 	l := ledger.New(ledger.Config{FeeBasisPoints: 1000, Now: time.Now})
 	defer l.Close()
-	bounds := ledger.Bounds{PromptTokens: 100, CompletionTokens: 50}
+	bounds := ledger.Bounds{PromptTokens: 100, CompletionTokens: 50, PromptEstimate: 25}
 	tests := []struct {
 		name              string
 		work              []ledger.Work
@@ -90,8 +90,9 @@ func TestPrice(t *testing.T) {
 		clamped           int
 	}{
 		{"honest", []ledger.Work{{NodeID: "a", Ask: ask, PromptTokens: 40, CompletionTokens: 20, DeliveredBytes: 90}}, 40, 20, 0},
-		{"over the prompt bound", []ledger.Work{{NodeID: "a", Ask: ask, PromptTokens: 1000, CompletionTokens: 20, DeliveredBytes: 90}}, 100, 20, 1},
-		{"more tokens than bytes delivered", []ledger.Work{{NodeID: "a", Ask: ask, PromptTokens: 40, CompletionTokens: 45, DeliveredBytes: 9}}, 40, 10, 1},
+		{"over the prompt bound: the estimate", []ledger.Work{{NodeID: "a", Ask: ask, PromptTokens: 1000, CompletionTokens: 20, DeliveredBytes: 90}}, 25, 20, 1},
+		{"more tokens than bytes delivered: the estimate", []ledger.Work{{NodeID: "a", Ask: ask, PromptTokens: 40, CompletionTokens: 45, DeliveredBytes: 9}}, 40, 3, 1},
+		{"negative claims", []ledger.Work{{NodeID: "a", Ask: ask, PromptTokens: -5, CompletionTokens: -1, DeliveredBytes: 9}}, 25, 3, 1},
 		{"over max_tokens", []ledger.Work{{NodeID: "a", Ask: ask, PromptTokens: 40, CompletionTokens: 80, DeliveredBytes: 900}}, 40, 50, 1},
 		{"two nodes: prompt paid once", []ledger.Work{
 			{NodeID: "a", Ask: ask, PromptTokens: 40, CompletionTokens: 20, DeliveredBytes: 90},

@@ -107,6 +107,9 @@ type Settlement struct {
 	ReleaseAt time.Time // when the providers' pending earnings become available
 	Usage     *Usage    // the request's record, written in the same transaction
 	At        time.Time
+	// Flagged lists nodes whose usage claims were implausible and were not billed as claimed;
+	// each one's count of over-claims grows by one.
+	Flagged []string
 }
 
 // Balance is an account's money.

@@ -59,6 +59,8 @@ type Node struct {
 	Offers    []byte // JSON of []protocol.Offer
 	FirstSeen time.Time
 	LastSeen  time.Time
+	// Overclaims counts the requests whose usage the node claimed beyond what it delivered.
+	Overclaims int
 }
 
 // Outcomes of a request.

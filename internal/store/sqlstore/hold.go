@@ -249,6 +249,7 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 		held                = map[string]money.Nanos{}
 		spent               = map[window][2]money.Nanos{}
 		ensure              = map[string][2]string{} // ledger account → owner, kind
+		flagged             = map[string]int{}       // node → over-claims
 		at                  int64
 	)
 	for i, s := range batch {
@@ -272,6 +273,9 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 		}
 		if s.Usage != nil {
 			uses = append(uses, usageArgs(s.Usage))
+		}
+		for _, n := range s.Flagged {
+			flagged[n]++
 		}
 		if s.Debit == 0 {
 			voided = append(voided, s.RequestID)
@@ -318,6 +322,11 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 	if len(uses) > 0 {
 		if err := db.insertRows(ctx, tx, `INSERT INTO usage (`+usageColumns+`)`, `ON CONFLICT (request_id) DO NOTHING`, uses, nil); err != nil {
 			return fmt.Errorf("record usage: %w", err)
+		}
+	}
+	for _, node := range sortedKeys(flagged) {
+		if _, err := db.txExec(ctx, tx, `UPDATE nodes SET overclaims = overclaims + ? WHERE id = ?`, flagged[node], node); err != nil {
+			return err
 		}
 	}
 	// Shared rows last, each once, in a fixed order so that concurrent batches of several

@@ -41,10 +41,10 @@ func (db *DB) Node(ctx context.Context, id string) (*store.Node, error) {
 		first, last     int64
 	)
 	err := db.r.QueryRowContext(ctx, db.q(`
-SELECT id, account_id, public_key, name, region, engine, agent, hardware, offers, first_seen, last_seen
+SELECT id, account_id, public_key, name, region, engine, agent, hardware, offers, first_seen, last_seen, overclaims
 FROM nodes WHERE id = ?`), id).Scan(
 		&n.ID, &n.AccountID, &n.PublicKey, &n.Name, &n.Region, &n.Engine, &n.Agent,
-		&hardware, &offer, &first, &last)
+		&hardware, &offer, &first, &last, &n.Overclaims)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", id, notFound(err))
 	}

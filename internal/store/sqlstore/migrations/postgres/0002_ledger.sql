@@ -75,3 +75,6 @@ CREATE TABLE spend_windows (
 ALTER TABLE usage ADD COLUMN cost BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE usage ADD COLUMN finish_reason TEXT NOT NULL DEFAULT '';
 ALTER TABLE usage ADD COLUMN region TEXT NOT NULL DEFAULT '';
+
+-- Requests whose usage a node claimed beyond what it delivered (billed at an estimate instead).
+ALTER TABLE nodes ADD COLUMN overclaims BIGINT NOT NULL DEFAULT 0;

@@ -1,0 +1,54 @@
+package gateway_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/shareai/shareai/internal/engine"
+	"github.com/shareai/shareai/internal/engine/sim"
+	"github.com/shareai/shareai/internal/ledger"
+	"github.com/shareai/shareai/internal/protocol"
+	"github.com/shareai/shareai/internal/testenv"
+)
+
+// inflating is an engine that claims ten times the tokens it generates.
+type inflating struct{ *sim.Engine }
+
+func (e inflating) Run(ctx context.Context, req *protocol.Request, out engine.Output) (engine.Result, error) {
+	res, err := e.Engine.Run(ctx, req, out)
+	res.Usage.PromptTokens *= 1000
+	res.Usage.CompletionTokens *= 10
+	return res, err
+}
+
+// A node that over-reports usage is billed at the coordinator's estimate of what it delivered,
+// never more, and its over-claim is recorded against it.
+func TestUsage_OverClaimIsNotBilled(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Providers: 1, NewEngine: func(int) (engine.Engine, error) {
+		return inflating{sim.New(sim.Config{})}, nil
+	}})
+	client := env.Client()
+	var resp *http.Response
+	params := chatParams("How much is this?", 3)
+	got, err := client.Chat.Completions.New(context.Background(), params, option.WithResponseInto(&resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := got.Choices[0].Message.Content
+	honest := sim.New(sim.Config{}).Answer(&protocol.Request{Kind: protocol.KindChat, Model: model, Messages: mustJSON(t, params), Seed: &[]int64{3}[0]})
+	if text != honest {
+		t.Fatalf("answer %q, want the sim's %q", text, honest)
+	}
+	if c := int(got.Usage.CompletionTokens); c > len(text)+1 || c != ledger.EstimateTokens(len(text)) {
+		t.Errorf("billed %d completion tokens for %d bytes delivered; want the estimate %d", c, len(text), ledger.EstimateTokens(len(text)))
+	}
+	node := resp.Header.Get("X-Shareai-Node")
+	env.WaitFor("the over-claim to be recorded", func() bool {
+		n, err := env.Store.Node(context.Background(), node)
+		return err == nil && n.Overclaims == 1
+	})
+	ledgerSumIsZero(t, env)
+}
