@@ -102,10 +102,11 @@ var null = json.RawMessage("null")
 // Null is the JSON null, for fields that OpenAI sends as null.
 func Null() json.RawMessage { return null }
 
-// AppendString appends s to b as a JSON string. Invalid UTF-8 becomes U+FFFD, as
-// encoding/json does; non-ASCII text is kept as it is.
+const hex = "0123456789abcdef"
+
+// AppendString appends s to b as a JSON string. Like encoding/json it writes invalid UTF-8 as
+// U+FFFD and escapes U+2028 and U+2029; unlike it, it leaves <, > and & alone.
 func AppendString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -135,7 +136,14 @@ func AppendString(b []byte, s string) []byte {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		if r == utf8.RuneError && size == 1 {
 			b = append(b, s[start:i]...)
-			b = append(b, "\\ufffd"...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
 			i += size
 			start = i
 			continue

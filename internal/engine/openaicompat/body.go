@@ -6,8 +6,8 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"unicode/utf8"
 
+	"github.com/shareai/shareai/internal/api"
 	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/protocol"
 )
@@ -18,7 +18,7 @@ import (
 // reach the server byte for byte, and it costs one allocation.
 func appendRequest(b []byte, req *protocol.Request, model string) ([]byte, error) {
 	b = append(b, `{"model":`...)
-	b = appendString(b, model)
+	b = api.AppendString(b, model)
 	switch req.Kind {
 	case protocol.KindChat:
 		if isUnset(req.Messages) {
@@ -28,7 +28,7 @@ func appendRequest(b []byte, req *protocol.Request, model string) ([]byte, error
 		b = append(b, req.Messages...)
 	case protocol.KindCompletion:
 		b = append(b, `,"prompt":`...)
-		b = appendString(b, req.Prompt)
+		b = api.AppendString(b, req.Prompt)
 	default:
 		return nil, fmt.Errorf("openai engine: unknown request kind %q", req.Kind)
 	}
@@ -57,7 +57,7 @@ func appendRequest(b []byte, req *protocol.Request, model string) ([]byte, error
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, s)
+			b = api.AppendString(b, s)
 		}
 		b = append(b, ']')
 	}
@@ -105,56 +105,4 @@ func appendFloatField(b []byte, key string, f float64) ([]byte, error) {
 		return strconv.AppendFloat(b, f, 'e', -1, 64), nil
 	}
 	return strconv.AppendFloat(b, f, 'f', -1, 64), nil
-}
-
-const hex = "0123456789abcdef"
-
-// appendString appends s as a JSON string. Like encoding/json it writes invalid UTF-8 as
-// U+FFFD and escapes U+2028 and U+2029; unlike it, it leaves <, > and & alone.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"math"
 	"testing"
+
+	"github.com/shareai/shareai/internal/api"
 )
 
 func TestAppendString(t *testing.T) {
@@ -21,8 +23,8 @@ func TestAppendString(t *testing.T) {
 		{"cut \xe6\x88", `"cut \ufffd\ufffd"`},
 	}
 	for _, tt := range tests {
-		if got := string(appendString(nil, tt.in)); got != tt.want {
-			t.Errorf("appendString(%q) = %s, want %s", tt.in, got, tt.want)
+		if got := string(api.AppendString(nil, tt.in)); got != tt.want {
+			t.Errorf("api.AppendString(%q) = %s, want %s", tt.in, got, tt.want)
 		}
 	}
 }
@@ -33,17 +35,17 @@ func FuzzAppendString(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		ours := appendString(nil, s)
+		ours := api.AppendString(nil, s)
 		std, _ := json.Marshal(s)
 		var a, b string
 		if err := json.Unmarshal(ours, &a); err != nil {
-			t.Fatalf("appendString(%q) = %s: %v", s, ours, err)
+			t.Fatalf("api.AppendString(%q) = %s: %v", s, ours, err)
 		}
 		if err := json.Unmarshal(std, &b); err != nil {
 			t.Fatal(err)
 		}
 		if a != b {
-			t.Errorf("appendString(%q) decodes to %q, encoding/json's to %q", s, a, b)
+			t.Errorf("api.AppendString(%q) decodes to %q, encoding/json's to %q", s, a, b)
 		}
 	})
 }

@@ -9,7 +9,7 @@
 // replay exchanges recorded from llama.cpp's llama-server and samples of vLLM (0.5 to 0.10.1+,
 // vLLM-Omni) and Ollama /v1 streams.
 //
-// This package imports only the standard library, engine and protocol.
+// This package imports only the standard library, api (for JSON strings), engine and protocol.
 package openaicompat
 
 import (
