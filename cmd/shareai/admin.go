@@ -67,7 +67,7 @@ func (d *dbFlags) register(fs *flag.FlagSet) {
 // so a wrong --data-dir is an error rather than an empty network.
 func (d *dbFlags) open(ctx context.Context) (*sqlstore.DB, error) {
 	if d.db != "" {
-		return sqlstore.Open(ctx, d.db)
+		return d.openURL(ctx)
 	}
 	path := filepath.Join(d.dataDir, "coordinator.db")
 	if _, err := os.Stat(path); err != nil {
@@ -80,9 +80,17 @@ func (d *dbFlags) open(ctx context.Context) (*sqlstore.DB, error) {
 // (keys may be made before the coordinator first starts).
 func (d *dbFlags) openOrCreate(ctx context.Context) (*sqlstore.DB, error) {
 	if d.db != "" {
-		return sqlstore.Open(ctx, d.db)
+		return d.openURL(ctx)
 	}
 	return openStore(ctx, d.dataDir)
+}
+
+// openURL opens the PostgreSQL database --db names.
+func (d *dbFlags) openURL(ctx context.Context) (*sqlstore.DB, error) {
+	if !strings.HasPrefix(d.db, "postgres://") && !strings.HasPrefix(d.db, "postgresql://") {
+		return nil, fmt.Errorf("--db %q: want a PostgreSQL URL such as postgres://user@host:5432/shareai (SQLite lives in --data-dir)", d.db)
+	}
+	return sqlstore.Open(ctx, d.db)
 }
 
 // parseVerb parses a sub-verb's flags, which may come before, between or after its arguments,
@@ -244,7 +252,8 @@ Usage: shareai admin payout ACCOUNT AMOUNT|all [--ref REF] [--csv FILE]`, 2, 2)
 			return err
 		}
 	}
-	if *ref == "" {
+	refGiven := *ref != ""
+	if !refGiven {
 		*ref = newRef("payout")
 	}
 	st, err := db.open(ctx)
@@ -262,6 +271,11 @@ Usage: shareai admin payout ACCOUNT AMOUNT|all [--ref REF] [--csv FILE]`, 2, 2)
 	}
 	if amount == 0 {
 		if b.Available <= 0 {
+			if refGiven {
+				// Most likely a retry of a payout that went through: nothing to do either way.
+				fmt.Fprintf(stderr, "%s has nothing available to pay out ($%s pending release); nothing paid.\n", a.Name, b.Pending)
+				return nil
+			}
 			return fmt.Errorf("%s has nothing available to pay out ($%s pending release)", a.Name, b.Pending)
 		}
 		amount = b.Available

@@ -394,6 +394,18 @@ func TestAdmin_DB(t *testing.T) {
 			}
 			st.Close()
 			db := []string{"--db", dsn}
+			if kind == "sqlite" {
+				// SQLite is named by its directory; --db takes PostgreSQL URLs only.
+				dir := filepath.Join(t.TempDir(), "data")
+				if err := os.MkdirAll(dir, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Rename(dsn, filepath.Join(dir, "coordinator.db")); err != nil {
+					t.Fatal(err)
+				}
+				dsn = filepath.Join(dir, "coordinator.db")
+				db = []string{"--data-dir", dir}
+			}
 			admin := func(args ...string) []string { return append(append([]string{"admin"}, args...), db...) }
 
 			must(t, admin("credit", "carol", "4", "--ref", "c1")...)

@@ -21,8 +21,9 @@ const keysAbout = `Manage buyers' API keys (sk-â€¦) and providers' tokens (spt-â
   shareai keys list   [--account NAME] [--provider]
   shareai keys revoke KEY-ID-OR-PREFIX
 
-'keys' works on the coordinator's database directly (SQLite in --data-dir), so run it on
-the coordinator's machine, with the same --data-dir; the coordinator need not be stopped.
+'keys' works on the coordinator's database directly (SQLite in --data-dir, or --db URL for
+PostgreSQL), so run it on the coordinator's machine with the same --data-dir or --db; the
+coordinator need not be stopped.
 A created key is printed once: only its hash is stored. A revoked key stops working within
 seconds (the coordinator caches valid keys for 10s). --limit caps what a new API key can
 spend per UTC day, week (from Monday) or month (--period, default monthly); change or
@@ -34,7 +35,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			w, err = stdout, nil
 		}
-		fmt.Fprintln(w, keysAbout+"\n\nFlags: --data-dir DIR (default ./.shareai), --account NAME, --name LABEL, --provider;\nsee 'shareai keys create --help'.")
+		fmt.Fprintln(w, keysAbout+"\n\nFlags: --data-dir DIR (default ./.shareai) or --db URL, --account NAME, --name LABEL, --provider,\n--limit USD --period daily|weekly|monthly; see 'shareai keys create --help'.")
 		return err
 	}
 	verb := args[0]

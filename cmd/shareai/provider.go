@@ -23,7 +23,8 @@ registers this node and its models, and serves jobs on a local inference engine:
   --engine openai  any OpenAI-compatible server (vLLM, llama.cpp llama-server, SGLang,
                    LM Studio, Ollama's /v1), given by --upstream
   --engine sim     a simulated GPU, for demos and tests
-The node key is kept in --data-dir; keep it to keep the node's identity.`); err != nil {
+The node key is kept in --data-dir; keep it to keep the node's identity.
+'shareai provider earnings --help' shows a provider's earnings from the coordinator's database.`); err != nil {
 		return err
 	}
 	if err := cfg.Validate(); err != nil {

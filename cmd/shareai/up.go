@@ -34,7 +34,8 @@ environment for OpenAI SDKs once the network can serve. Ctrl-C stops everything.
 	fee, _ := cfg.Money.FeeBasisPoints()
 	credit, _ := money.ParseUSD(cfg.Credit)
 	n, err := localnet.Start(ctx, localnet.Config{
-		InputPrice: in, OutputPrice: out, FeeBasisPoints: fee, SettlementDelay: cfg.Money.SettlementDelay, Credit: credit,
+		InputPrice: in, OutputPrice: out, FeeBasisPoints: fee, SettlementDelay: cfg.Money.SettlementDelay,
+		DefaultMaxTokens: cfg.Money.DefaultMaxTokens, Credit: credit,
 		DataDir: cfg.DataDir, Addr: cfg.Addr, Providers: cfg.Providers, MaxConcurrent: cfg.MaxConcurrent,
 		Version: version, Log: log,
 		NewEngine: func(int) (engine.Engine, error) {

@@ -1,5 +1,5 @@
 // Package api holds the OpenAI-compatible wire types of the buyer API, their validation, and
-// OpenAI-style errors. It imports only the standard library and protocol.
+// OpenAI-style errors. It imports only the standard library, money and protocol.
 package api
 
 import (

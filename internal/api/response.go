@@ -3,6 +3,8 @@ package api
 import (
 	"encoding/json"
 	"unicode/utf8"
+
+	"github.com/shareai/shareai/internal/money"
 )
 
 // Object names.
@@ -14,11 +16,18 @@ const (
 
 // Usage is a response's token counts, and what they cost the buyer in USD.
 type Usage struct {
-	PromptTokens     int     `json:"prompt_tokens"`
-	CompletionTokens int     `json:"completion_tokens"`
-	TotalTokens      int     `json:"total_tokens"`
-	Cost             float64 `json:"cost"`
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+	Cost             USD `json:"cost"`
 }
+
+// USD is an amount of money shown in dollars as an exact JSON number: 0.000000368, never the
+// float 3.68e-07.
+type USD money.Nanos
+
+// MarshalJSON writes the amount as a decimal number.
+func (u USD) MarshalJSON() ([]byte, error) { return []byte(money.Nanos(u).String()), nil }
 
 // ChatCompletion is a non-streamed chat answer.
 type ChatCompletion struct {

@@ -148,8 +148,8 @@ type Ask struct {
 
 // Flags registers the price flags.
 func (a *Ask) Flags(fs *flag.FlagSet) {
-	fs.StringVar(&a.Input, "price-input", "0.05", "ask in USD per 1M input (prompt) tokens: the provider's price floor")
-	fs.StringVar(&a.Output, "price-output", "0.10", "ask in USD per 1M output (completion) tokens")
+	fs.StringVar(&a.Input, "price-input", "0.05", "price asked in USD per 1M input (prompt) tokens; buyers pay it plus the platform fee")
+	fs.StringVar(&a.Output, "price-output", "0.10", "price asked in USD per 1M output (completion) tokens")
 }
 
 // Prices parses the ask.

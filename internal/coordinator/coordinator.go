@@ -119,11 +119,11 @@ func (c *Coordinator) Handler() http.Handler { return c.handler }
 // reconnect on their own) and settles the last bills. Before serving, it voids the holds a
 // crash left open. It does not close the store.
 func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
-	if n, err := c.Ledger.Recover(ctx); err != nil {
+	if r, err := c.Ledger.Recover(ctx); err != nil {
 		ln.Close()
 		return fmt.Errorf("close holds left open: %w", err)
-	} else if n > 0 {
-		c.log.Warn("voided holds left open by an unclean stop", "holds", n)
+	} else if r.Settled+r.Voided > 0 {
+		c.log.Warn("closed holds left open by an unclean stop", "settled_at_checkpoint", r.Settled, "voided", r.Voided)
 	}
 	srv := &http.Server{
 		Handler:           c.handler,

@@ -18,6 +18,7 @@ import (
 	"github.com/coder/websocket"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/store"
 )
@@ -210,6 +211,8 @@ func validateOffers(offers []protocol.Offer) error {
 			return fmt.Errorf("register: model %q offered twice", o.Model)
 		case o.MaxConcurrent < 1:
 			return fmt.Errorf("register: offer %q: max_concurrent must be at least 1", o.Model)
+		case o.InputPrice < 0 || o.OutputPrice < 0 || money.Price(o.InputPrice) > money.MaxPrice || money.Price(o.OutputPrice) > money.MaxPrice:
+			return fmt.Errorf("register: offer %q: prices must be between 0 and %s USD per 1M tokens", o.Model, money.MaxPrice)
 		}
 		seen[o.Model] = true
 	}

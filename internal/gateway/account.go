@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/shareai/shareai/internal/api"
-	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/store"
 )
@@ -35,9 +34,7 @@ func (g *Gateway) registerAccount(mux *http.ServeMux) {
 }
 
 // usd is an amount of money shown in USD as an exact JSON number.
-type usd money.Nanos
-
-func (u usd) MarshalJSON() ([]byte, error) { return []byte(money.Nanos(u).String()), nil }
+type usd = api.USD
 
 // data wraps a response body as OpenRouter does.
 type data[T any] struct {

@@ -89,6 +89,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 		bill = g.cfg.Ledger.Price(c.id, bounds, []ledger.Work{work(u, delivered)})
 		return protocol.Usage{PromptTokens: bill.PromptTokens, CompletionTokens: bill.CompletionTokens}, bill.Cost()
 	}
+	u := &store.Usage{
+		RequestID: c.id, AccountID: c.key.AccountID, KeyID: c.key.ID, Model: req.Model,
+		NodeID: node.ID, Region: node.Region, Endpoint: req.Kind, Stream: stream, CreatedAt: c.start,
+	}
 	// During a long answer, the bill of what was delivered so far is checkpointed, so that a
 	// crash is followed by a settlement of that rather than by nothing.
 	lastCheckpoint := c.start
@@ -100,17 +104,13 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 		lastCheckpoint = now
 		soFar := g.cfg.Ledger.Price(c.id, bounds, []ledger.Work{work(protocol.Usage{
 			PromptTokens: bounds.PromptEstimate, CompletionTokens: ledger.EstimateTokens(delivered)}, delivered)})
-		if err := g.cfg.Ledger.Checkpoint(r.Context(), soFar); err != nil && r.Context().Err() == nil {
+		if err := g.cfg.Ledger.Checkpoint(r.Context(), soFar, u); err != nil && r.Context().Err() == nil {
 			g.log.Warn("checkpoint request", logRequestID, c.id, "err", err)
 		}
 	}
 	res := relay.Run(r.Context(), job, sink, c.start, price, progress)
 
-	u := &store.Usage{
-		RequestID: c.id, AccountID: c.key.AccountID, KeyID: c.key.ID, Model: req.Model,
-		NodeID: node.ID, Region: node.Region, Endpoint: req.Kind, Stream: stream, FinishReason: res.FinishReason,
-		TTFT: res.TTFT, Duration: g.cfg.Now().Sub(c.start), CreatedAt: c.start,
-	}
+	u.FinishReason, u.TTFT, u.Duration = res.FinishReason, res.TTFT, g.cfg.Now().Sub(c.start)
 	var reqErr error
 	switch res.Outcome {
 	case relay.OK:

@@ -232,46 +232,61 @@ func (l *Ledger) Void(ctx context.Context, requestID string, u *store.Usage) err
 	return l.Settle(ctx, &Bill{Settlement: &store.Settlement{RequestID: requestID, At: l.cfg.Now()}}, u)
 }
 
-// Checkpoint records the bill of what a running request has delivered so far, for Recover.
-func (l *Ledger) Checkpoint(ctx context.Context, bill *Bill) error {
-	return l.cfg.Store.CheckpointHold(ctx, bill.Settlement)
+// Checkpoint records the bill of what a running request has delivered so far, for Recover,
+// with the request's usage record as it stands.
+func (l *Ledger) Checkpoint(ctx context.Context, bill *Bill, u *store.Usage) error {
+	s := *bill.Settlement
+	rec := *u
+	rec.PromptTokens, rec.CompletionTokens, rec.Cost = bill.PromptTokens, bill.CompletionTokens, s.Debit
+	s.Usage = &rec
+	return l.cfg.Store.CheckpointHold(ctx, &s)
+}
+
+// Recovered counts the holds Recover closed.
+type Recovered struct {
+	Settled int // at their last checkpoint
+	Voided  int // with nothing recorded as delivered
 }
 
 // Recover closes the holds a crash left open: a hold with a checkpoint is settled at the bill of
 // what was delivered by then, and one without is voided (nothing recorded as delivered, nothing
 // charged).
-func (l *Ledger) Recover(ctx context.Context) (int, error) {
+func (l *Ledger) Recover(ctx context.Context) (Recovered, error) {
+	var r Recovered
 	holds, err := l.cfg.Store.OpenHolds(ctx)
 	if err != nil {
-		return 0, err
+		return r, err
 	}
 	batch := make([]*store.Settlement, len(holds))
 	for i, h := range holds {
-		u := &store.Usage{
-			RequestID: h.RequestID, AccountID: h.AccountID, KeyID: h.KeyID, Outcome: store.OutcomeError,
-			Error: "the coordinator stopped before the request ended: billed what was delivered by its last checkpoint", CreatedAt: h.CreatedAt,
-		}
-		s := &store.Settlement{RequestID: h.RequestID, At: l.cfg.Now()}
-		if c := h.Checkpoint; c != nil {
-			s = c
-			s.At = l.cfg.Now()
-			u.Cost = s.Debit
+		s := h.Checkpoint
+		if s == nil {
+			s = &store.Settlement{RequestID: h.RequestID, Usage: &store.Usage{
+				RequestID: h.RequestID, AccountID: h.AccountID, KeyID: h.KeyID, CreatedAt: h.CreatedAt,
+				Error: "the coordinator stopped before the request ended, with nothing recorded as delivered",
+			}}
 		} else {
-			u.Error = "the coordinator stopped before the request ended, with nothing recorded as delivered"
+			if s.Usage == nil {
+				s.Usage = &store.Usage{RequestID: h.RequestID, AccountID: h.AccountID, KeyID: h.KeyID, CreatedAt: h.CreatedAt}
+			}
+			s.Usage.Error = "the coordinator stopped before the request ended: billed what was delivered by its last checkpoint"
+			s.Usage.Cost = s.Debit
 		}
-		s.Usage = u
+		s.At = l.cfg.Now()
+		s.Usage.Outcome = store.OutcomeError
 		batch[i] = s
 	}
-	n := 0
 	for i, err := range l.cfg.Store.Settle(ctx, batch) {
 		switch {
+		case err == nil && batch[i].Debit > 0:
+			r.Settled++
 		case err == nil:
-			n++
+			r.Voided++
 		case !errors.Is(err, store.ErrClosed):
-			return n, fmt.Errorf("void hold %s: %w", holds[i].RequestID, err)
+			return r, fmt.Errorf("close hold %s: %w", holds[i].RequestID, err)
 		}
 	}
-	return n, nil
+	return r, nil
 }
 
 // Run releases due earnings every interval until ctx is done.

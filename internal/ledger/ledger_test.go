@@ -309,8 +309,8 @@ func TestConservation(t *testing.T) {
 		if b.Spent != money.Nanos(charged.Load()) || b.Held != 0 || fees < 0 || fees > b.Spent {
 			t.Errorf("buyer %+v, provider %+v, charged %d; want spent = charged and the rest as fees", b, p, charged.Load())
 		}
-		if n, err := f.l.Recover(ctx); err != nil || n != 0 {
-			t.Errorf("recover after everything settled: %d, %v; want 0 holds", n, err)
+		if r, err := f.l.Recover(ctx); err != nil || r != (ledger.Recovered{}) {
+			t.Errorf("recover after everything settled: %+v, %v; want no holds", r, err)
 		}
 	})
 }
@@ -329,15 +329,20 @@ func TestRecover(t *testing.T) {
 		// One of them checkpointed what it had delivered.
 		bill := f.l.Price("open0", ledger.Bounds{PromptTokens: 1000, CompletionTokens: 1000},
 			[]ledger.Work{{NodeID: "n", ProviderID: f.provider, Ask: ask, PromptTokens: 300, CompletionTokens: 100, DeliveredBytes: 400}})
-		if err := f.l.Checkpoint(ctx, bill); err != nil {
+		u := &store.Usage{RequestID: "open0", AccountID: f.buyer.AccountID, KeyID: f.buyer.ID, Model: "m", Endpoint: "chat", NodeID: "n", CreatedAt: f.clock.Now()}
+		if err := f.l.Checkpoint(ctx, bill, u); err != nil {
 			t.Fatal(err)
 		}
-		n, err := f.l.Recover(ctx)
-		if err != nil || n != 5 {
-			t.Fatalf("recover = %d, %v; want 5", n, err)
+		r, err := f.l.Recover(ctx)
+		if err != nil || r != (ledger.Recovered{Settled: 1, Voided: 4}) {
+			t.Fatalf("recover = %+v, %v; want 1 settled and 4 voided", r, err)
 		}
-		if n, _ := f.l.Recover(ctx); n != 0 {
-			t.Errorf("second recover = %d; want 0", n)
+		if r, _ := f.l.Recover(ctx); r != (ledger.Recovered{}) {
+			t.Errorf("second recover = %+v; want nothing", r)
+		}
+		rec, err := f.db.UsageByRequest(ctx, "open0")
+		if err != nil || rec.Model != "m" || rec.Endpoint != "chat" || rec.NodeID != "n" || rec.Cost != bill.Cost() || rec.CompletionTokens != 100 {
+			t.Errorf("recovered request's record %+v, %v; want the checkpointed record with its cost", rec, err)
 		}
 		b, _ := f.db.Balance(ctx, f.buyer.AccountID)
 		if b.Credits != money.USD-bill.Cost() || b.Held != 0 || b.Spent != bill.Cost() {

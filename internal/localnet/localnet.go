@@ -41,6 +41,7 @@ type Config struct {
 	InputPrice, OutputPrice money.Price
 	FeeBasisPoints          int           // the platform fee
 	SettlementDelay         time.Duration // default 72h
+	DefaultMaxTokens        int           // default 4096
 	// Credit is deposited to the local buyer's account when it is created.
 	Credit  money.Nanos
 	Version string
@@ -204,7 +205,7 @@ func (n *Net) StartCoordinator() error {
 	c := coordinator.New(coordinator.Config{
 		Store: n.Store, Log: n.cfg.Log, HeartbeatInterval: n.cfg.HeartbeatInterval,
 		DrainTimeout: n.cfg.DrainTimeout, KeyCacheTTL: n.cfg.KeyCacheTTL,
-		FeeBasisPoints: n.cfg.FeeBasisPoints, SettlementDelay: n.cfg.SettlementDelay,
+		FeeBasisPoints: n.cfg.FeeBasisPoints, SettlementDelay: n.cfg.SettlementDelay, DefaultMaxTokens: n.cfg.DefaultMaxTokens,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	n.coord, n.stopC, n.coordErr = c, cancel, make(chan error, 1)

@@ -32,6 +32,8 @@
 // # History
 //
 //   - Version 1 (2026-11-29): first version.
+//   - Version 1, same day: offers carry the provider's ask (input_price, output_price). The
+//     fields are optional: an agent that sends none offers its work for free.
 package protocol
 
 import (

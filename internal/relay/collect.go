@@ -85,7 +85,7 @@ func (c *Collect) Flush() error {
 // End writes the answer, its cost also in the X-Shareai-Cost header.
 func (c *Collect) End(finishReason string, u protocol.Usage, cost money.Nanos) error {
 	usage := api.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens,
-		Cost: cost.Float()}
+		Cost: api.USD(cost)}
 	var v any
 	if c.chat {
 		msg := api.Message{Role: "assistant", ReasoningContent: c.reasoning.String(), ToolCalls: c.calls}
