@@ -1,5 +1,10 @@
 package sim
 
+import (
+	"encoding/json"
+	"fmt"
+)
+
 // message is an OpenAI chat message, reduced to what the answer depends on.
 type message struct {
 	role   string
@@ -11,127 +16,86 @@ type message struct {
 
 type toolCall struct{ name, arguments string }
 
-// readMessages reads a JSON array of chat messages, calling visit for each. Each message's
-// content is a string, null or an array of content parts. Unknown fields are skipped; keys
-// match exactly; of keys given twice, the last counts.
-func readMessages(b []byte, visit func(*message)) error {
-	r := &reader{b: b}
-	var m message
-	err := r.array(func() error {
-		m = message{images: m.images[:0], others: m.others[:0], calls: m.calls[:0]}
-		if err := r.object(func(key []byte) error { return m.field(r, key) }); err != nil {
-			return err
-		}
-		visit(&m)
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	return r.end()
+// wireMessage is a chat message as the buyer sent it.
+type wireMessage struct {
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	ToolCalls []struct {
+		Function *struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
 }
 
-func (m *message) field(r *reader, key []byte) error {
-	switch string(key) {
-	case "role":
-		var err error
-		m.role, err = r.str()
+// wirePart is one part of a message's content.
+type wirePart struct {
+	Type     string          `json:"type"`
+	Text     string          `json:"text"`
+	ImageURL json.RawMessage `json:"image_url"` // {"url": ...}, or a string
+}
+
+// readMessages reads a JSON array of chat messages, calling visit for each. Each message's
+// content is a string, null or an array of content parts; unknown fields are ignored.
+func readMessages(b []byte, visit func(*message)) error {
+	var ms []wireMessage
+	if err := json.Unmarshal(b, &ms); err != nil {
 		return err
-	case "content":
-		return m.content(r)
-	case "tool_calls":
-		m.calls = m.calls[:0]
-		if null, err := r.null(); null || err != nil {
+	}
+	for _, w := range ms {
+		m := message{role: w.Role}
+		if err := m.content(w.Content); err != nil {
 			return err
 		}
-		return r.array(func() error {
-			var c toolCall
-			err := r.object(func(key []byte) error {
-				if string(key) != "function" {
-					return r.skip()
-				}
-				if null, err := r.null(); null || err != nil {
-					return err
-				}
-				return r.object(func(key []byte) error {
-					var err error
-					switch string(key) {
-					case "name":
-						c.name, err = r.str()
-					case "arguments":
-						c.arguments, err = r.str()
-					default:
-						err = r.skip()
-					}
-					return err
-				})
-			})
-			m.calls = append(m.calls, c)
-			return err
-		})
+		for _, c := range w.ToolCalls {
+			var tc toolCall
+			if c.Function != nil {
+				tc = toolCall{c.Function.Name, c.Function.Arguments}
+			}
+			m.calls = append(m.calls, tc)
+		}
+		visit(&m)
 	}
-	return r.skip()
+	return nil
 }
 
 // content reads a message's content. Text parts are joined with newlines, so a string and one
 // text part of the same text are the same content.
-func (m *message) content(r *reader) error {
-	m.text, m.images, m.others = "", m.images[:0], m.others[:0]
-	switch r.peek() {
-	case '"', 'n':
-		var err error
-		m.text, err = r.str()
-		return err
-	case '[':
-	default:
-		return r.fail("content must be a string, an array of parts or null")
+func (m *message) content(raw json.RawMessage) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	if raw[0] == '"' {
+		return json.Unmarshal(raw, &m.text)
+	}
+	var parts []wirePart
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return fmt.Errorf("content must be a string, an array of parts or null: %w", err)
 	}
 	texts := 0
-	return r.array(func() error {
-		var typ, text, url string
-		err := r.object(func(key []byte) error {
-			var err error
-			switch string(key) {
-			case "type":
-				typ, err = r.str()
-			case "text":
-				text, err = r.str()
-			case "image_url":
-				url, err = imageURL(r)
-			default:
-				err = r.skip()
-			}
-			return err
-		})
-		switch typ {
+	for _, p := range parts {
+		switch p.Type {
 		case "text":
 			if texts > 0 {
 				m.text += "\n"
 			}
-			m.text += text
+			m.text += p.Text
 			texts++
 		case "image_url":
+			var url string
+			if len(p.ImageURL) > 0 && p.ImageURL[0] == '"' {
+				json.Unmarshal(p.ImageURL, &url)
+			} else {
+				var u struct {
+					URL string `json:"url"`
+				}
+				json.Unmarshal(p.ImageURL, &u)
+				url = u.URL
+			}
 			m.images = append(m.images, url)
 		default:
-			m.others = append(m.others, typ)
+			m.others = append(m.others, p.Type)
 		}
-		return err
-	})
-}
-
-// imageURL reads the URL of an image part: {"url": ...}, or a string.
-func imageURL(r *reader) (string, error) {
-	if c := r.peek(); c == '"' || c == 'n' {
-		return r.str()
 	}
-	var url string
-	err := r.object(func(key []byte) error {
-		if string(key) != "url" {
-			return r.skip()
-		}
-		var err error
-		url, err = r.str()
-		return err
-	})
-	return url, err
+	return nil
 }
