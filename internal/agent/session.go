@@ -350,32 +350,19 @@ func (c *conn) send(fr protocol.Frame) error {
 }
 
 func (c *conn) writeLoop(ctx, wsctx context.Context) error {
-	batch := make([]protocol.Frame, 0, 64)
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+	var b protocol.Batcher
 	for {
+		var fr protocol.Frame
 		select {
-		case fr := <-c.out:
-			batch = append(batch[:0], fr)
+		case fr = <-c.out:
 		case <-ctx.Done():
 			return nil
 		}
-	drain:
-		for len(batch) < cap(batch) {
-			select {
-			case fr := <-c.out:
-				batch = append(batch, fr)
-			default:
-				break drain
-			}
+		msg, err := b.Encode(fr, c.out)
+		if err == nil {
+			err = c.ws.Write(wsctx, websocket.MessageText, msg)
 		}
-		buf.Reset()
-		for i := range batch {
-			if err := enc.Encode(&batch[i]); err != nil {
-				return fmt.Errorf("encode frame: %w", err)
-			}
-		}
-		if err := c.ws.Write(wsctx, websocket.MessageText, buf.Bytes()); err != nil {
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}

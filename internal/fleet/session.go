@@ -118,10 +118,9 @@ func (s *session) run(ctx context.Context, accountID string) error {
 	}
 	// Registered goes out only now that the node is in the fleet, so a request that follows the
 	// agent's readiness finds the node. Jobs dispatched meanwhile wait in s.out for the writer.
-	var buf bytes.Buffer
-	err = s.writeFrames(ctx, &buf, []protocol.Frame{{Type: protocol.TypeRegistered, Registered: &protocol.Registered{
+	err = s.writeFrame(ctx, protocol.Frame{Type: protocol.TypeRegistered, Registered: &protocol.Registered{
 		NodeID: node.ID, HeartbeatInterval: s.fleet.cfg.HeartbeatInterval.Milliseconds(),
-	}}})
+	}})
 	if err != nil {
 		s.close(err)
 		return fmt.Errorf("send registered: %w", err)
@@ -154,8 +153,7 @@ func (s *session) handshake(ctx context.Context, accountID string) (*Node, error
 	defer cancel()
 	nonce := make([]byte, 32)
 	rand.Read(nonce)
-	var buf bytes.Buffer
-	if err := s.writeFrames(ctx, &buf, []protocol.Frame{{Type: protocol.TypeChallenge, Challenge: &protocol.Challenge{Nonce: nonce}}}); err != nil {
+	if err := s.writeFrame(ctx, protocol.Frame{Type: protocol.TypeChallenge, Challenge: &protocol.Challenge{Nonce: nonce}}); err != nil {
 		return nil, fmt.Errorf("send challenge: %w", err)
 	}
 	_, msg, err := s.conn.Read(ctx)
@@ -288,42 +286,33 @@ func (s *session) send(fr protocol.Frame) error {
 }
 
 func (s *session) writeLoop(ctx, wsctx context.Context) error {
-	batch := make([]protocol.Frame, 0, 64)
-	var buf bytes.Buffer
+	var b protocol.Batcher
 	for {
+		var fr protocol.Frame
 		select {
-		case fr := <-s.out:
-			batch = append(batch[:0], fr)
+		case fr = <-s.out:
 		case <-ctx.Done():
 			return nil
 		case <-s.done:
 			return nil
 		}
-	drain:
-		for len(batch) < cap(batch) {
-			select {
-			case fr := <-s.out:
-				batch = append(batch, fr)
-			default:
-				break drain
-			}
+		msg, err := b.Encode(fr, s.out)
+		if err == nil {
+			err = s.conn.Write(wsctx, websocket.MessageText, msg)
 		}
-		if err := s.writeFrames(wsctx, &buf, batch); err != nil {
+		if err != nil {
 			return fmt.Errorf("write to node: %w", err)
 		}
 	}
 }
 
-// writeFrames writes frames as one WebSocket message, encoded in buf.
-func (s *session) writeFrames(ctx context.Context, buf *bytes.Buffer, frames []protocol.Frame) error {
-	buf.Reset()
-	enc := json.NewEncoder(buf)
-	for i := range frames {
-		if err := enc.Encode(&frames[i]); err != nil {
-			return err
-		}
+// writeFrame writes one frame as a message, during the handshake.
+func (s *session) writeFrame(ctx context.Context, fr protocol.Frame) error {
+	b, err := json.Marshal(fr)
+	if err != nil {
+		return err
 	}
-	return s.conn.Write(ctx, websocket.MessageText, buf.Bytes())
+	return s.conn.Write(ctx, websocket.MessageText, b)
 }
 
 func (s *session) readLoop(ctx context.Context) error {

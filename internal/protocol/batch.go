@@ -1,0 +1,39 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+)
+
+// MaxBatch bounds the frames sent in one WebSocket message.
+const MaxBatch = 64
+
+// Batcher encodes frames as one message: the first frame, then whatever more is already waiting
+// on a channel, up to MaxBatch, so that a burst costs one write instead of one per frame.
+type Batcher struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+// Encode returns the message for first and the frames waiting on more. The returned bytes are
+// valid until the next call.
+func (b *Batcher) Encode(first Frame, more <-chan Frame) ([]byte, error) {
+	if b.enc == nil {
+		b.enc = json.NewEncoder(&b.buf)
+	}
+	b.buf.Reset()
+	if err := b.enc.Encode(&first); err != nil {
+		return nil, err
+	}
+	for range MaxBatch - 1 {
+		select {
+		case fr := <-more:
+			if err := b.enc.Encode(&fr); err != nil {
+				return nil, err
+			}
+		default:
+			return b.buf.Bytes(), nil
+		}
+	}
+	return b.buf.Bytes(), nil
+}

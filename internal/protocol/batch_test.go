@@ -1,0 +1,34 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+func TestBatcher_TakesWhatIsWaiting(t *testing.T) {
+	more := make(chan Frame, 2*MaxBatch)
+	for i := range 2 * MaxBatch {
+		more <- Frame{Type: TypeCredit, Job: "j", Credit: i + 1}
+	}
+	var b Batcher
+	msg, err := b.Encode(Frame{Type: TypeCancel, Job: "j"}, more)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(msg))
+	var got []Frame
+	for dec.More() {
+		var fr Frame
+		if err := dec.Decode(&fr); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fr)
+	}
+	if len(got) != MaxBatch || got[0].Type != TypeCancel || got[1].Credit != 1 || got[MaxBatch-1].Credit != MaxBatch-1 {
+		t.Errorf("batch of %d frames starting %+v; want the first frame then %d waiting ones, in order", len(got), got[0], MaxBatch-1)
+	}
+	if len(more) != MaxBatch+1 {
+		t.Errorf("%d frames left waiting, want %d", len(more), MaxBatch+1)
+	}
+}
