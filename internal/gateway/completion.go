@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -46,21 +47,52 @@ func (g *Gateway) completions(w http.ResponseWriter, r *http.Request, c *call) e
 // checkpointEvery is how often a running request's delivered bill is checkpointed.
 const checkpointEvery = 2 * time.Second
 
-// maxDispatchAttempts bounds how many nodes a request is offered to when nodes vanish between
-// being picked and receiving the job.
-const maxDispatchAttempts = 3
+// maxNodes bounds how many nodes a request is offered to: when a node vanishes between being
+// picked and receiving the job, or fails before its first token.
+const maxNodes = 3
 
-// serve runs a validated request on a node, relays the answer and bills it.
+// serve runs a validated request on a node, relays the answer and bills it. A node that fails
+// before its first token is replaced by another, up to maxNodes, without the buyer noticing.
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *protocol.Request, stream bool, opts *api.StreamOptions) error {
 	promptBytes := len(req.Messages) + len(req.Prompt)
-	bounds := ledger.Bounds{PromptTokens: ledger.PromptBound(promptBytes), PromptEstimate: ledger.EstimateTokens(promptBytes)}
-	job, ask, err := g.dispatch(r.Context(), c, req, &bounds)
-	if err != nil {
-		return err
+	t := &try{
+		bounds: ledger.Bounds{PromptTokens: ledger.PromptBound(promptBytes), PromptEstimate: ledger.EstimateTokens(promptBytes)},
+		tried:  map[string]bool{},
 	}
-	node := job.Offer.Node
-	w.Header().Set(HeaderNode, node.ID)
+	sink := newSink(w, c, req, stream, opts)
+	u := &store.Usage{
+		RequestID: c.id, AccountID: c.key.AccountID, KeyID: c.key.ID, Model: req.Model,
+		Endpoint: req.Kind, Stream: stream, CreatedAt: c.start,
+	}
+	for {
+		job, err := g.dispatch(r.Context(), c, req, t)
+		if err != nil {
+			return err
+		}
+		node := job.Offer.Node
+		w.Header().Set(HeaderNode, node.ID)
+		u.NodeID, u.Region = node.ID, node.Region
+		res, bill := g.relay(r, c, job, t, sink, u)
+		if res.Outcome == relay.Refused && nodeFailed(res.Err) && len(t.tried) < maxNodes {
+			// Nothing has reached the buyer: the next node starts the answer afresh.
+			g.log.Info("node failed before answering; trying another", logRequestID, c.id, logNode, node.ID, "err", res.Err)
+			t.failure = fmt.Errorf("node %s failed before answering: %w", node.ID, res.Err)
+			continue
+		}
+		return g.finish(c, job, t, res, bill, u)
+	}
+}
 
+// try is what a request's attempts on successive nodes share.
+type try struct {
+	bounds  ledger.Bounds
+	held    money.Nanos     // once held, only nodes whose cost fits the hold are tried
+	tried   map[string]bool // nodes that got the job
+	ask     ledger.Ask      // of the node of the current attempt
+	failure error           // why the last node failed before answering
+}
+
+func newSink(w http.ResponseWriter, c *call, req *protocol.Request, stream bool, opts *api.StreamOptions) relay.Sink {
 	a := relay.Answer{Model: req.Model, Created: c.start.Unix(), IncludeUsage: opts != nil && opts.IncludeUsage}
 	chat := req.Kind == protocol.KindChat
 	suffix := strings.TrimPrefix(c.id, "req_")
@@ -69,29 +101,31 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 	} else {
 		a.ID = "cmpl-" + suffix
 	}
-	var sink relay.Sink
 	switch {
 	case stream && chat:
-		sink = relay.NewChatStream(w, a)
+		return relay.NewChatStream(w, a)
 	case stream:
-		sink = relay.NewCompletionStream(w, a)
+		return relay.NewCompletionStream(w, a)
 	case chat:
-		sink = relay.NewChatCollect(w, a)
-	default:
-		sink = relay.NewCompletionCollect(w, a)
+		return relay.NewChatCollect(w, a)
 	}
-	work := func(u protocol.Usage, delivered int) ledger.Work {
-		return ledger.Work{NodeID: node.ID, ProviderID: node.AccountID, Ask: ask,
-			PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, DeliveredBytes: delivered}
-	}
+	return relay.NewCompletionCollect(w, a)
+}
+
+// work is what the node of a job did, as it claims.
+func (t *try) work(job *fleet.Job, u protocol.Usage, delivered int) ledger.Work {
+	n := job.Offer.Node
+	return ledger.Work{NodeID: n.ID, ProviderID: n.AccountID, Ask: t.ask,
+		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, DeliveredBytes: delivered}
+}
+
+// relay relays one node's answer to the buyer. It returns the answer's bill when the answer
+// ended whole (the bill is priced before its end is written), nil otherwise.
+func (g *Gateway) relay(r *http.Request, c *call, job *fleet.Job, t *try, sink relay.Sink, u *store.Usage) (relay.Result, *ledger.Bill) {
 	var bill *ledger.Bill
-	price := func(u protocol.Usage, delivered int) (protocol.Usage, money.Nanos) {
-		bill = g.cfg.Ledger.Price(c.id, bounds, []ledger.Work{work(u, delivered)})
+	price := func(used protocol.Usage, delivered int) (protocol.Usage, money.Nanos) {
+		bill = g.cfg.Ledger.Price(c.id, t.bounds, []ledger.Work{t.work(job, used, delivered)})
 		return protocol.Usage{PromptTokens: bill.PromptTokens, CompletionTokens: bill.CompletionTokens}, bill.Cost()
-	}
-	u := &store.Usage{
-		RequestID: c.id, AccountID: c.key.AccountID, KeyID: c.key.ID, Model: req.Model,
-		NodeID: node.ID, Region: node.Region, Endpoint: req.Kind, Stream: stream, CreatedAt: c.start,
 	}
 	// During a long answer, the bill of what was delivered so far is checkpointed, so that a
 	// crash is followed by a settlement of that rather than by nothing.
@@ -102,14 +136,17 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 			return
 		}
 		lastCheckpoint = now
-		soFar := g.cfg.Ledger.Price(c.id, bounds, []ledger.Work{work(protocol.Usage{
-			PromptTokens: bounds.PromptEstimate, CompletionTokens: ledger.EstimateTokens(delivered)}, delivered)})
+		soFar := g.cfg.Ledger.Price(c.id, t.bounds, []ledger.Work{t.work(job, protocol.Usage{
+			PromptTokens: t.bounds.PromptEstimate, CompletionTokens: ledger.EstimateTokens(delivered)}, delivered)})
 		if err := g.cfg.Ledger.Checkpoint(r.Context(), soFar, u); err != nil && r.Context().Err() == nil {
 			g.log.Warn("checkpoint request", logRequestID, c.id, "err", err)
 		}
 	}
-	res := relay.Run(r.Context(), job, sink, c.start, price, progress)
+	return relay.Run(r.Context(), job, sink, c.start, price, progress), bill
+}
 
+// finish records how the request ended and queues its bill: what was delivered, or nothing.
+func (g *Gateway) finish(c *call, job *fleet.Job, t *try, res relay.Result, bill *ledger.Bill, u *store.Usage) error {
 	u.FinishReason, u.TTFT, u.Duration = res.FinishReason, res.TTFT, g.cfg.Now().Sub(c.start)
 	var reqErr error
 	switch res.Outcome {
@@ -127,78 +164,97 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 			u.Outcome = store.OutcomeRejected
 		}
 	}
-	if bill == nil && res.Outcome != relay.Refused {
+	switch {
+	case bill != nil:
+	case res.Outcome == relay.Refused:
+		bill = g.cfg.Ledger.Price(c.id, t.bounds, nil) // nothing was delivered: nothing to pay
+	default:
 		// Cut short: the buyer pays for what was delivered. A node stopped before it reported
 		// usage read the prompt all the same: bill the coordinator's estimate of it.
 		used := res.Usage
 		if used.PromptTokens == 0 {
-			used.PromptTokens = bounds.PromptEstimate
+			used.PromptTokens = t.bounds.PromptEstimate
 		}
-		bill = g.cfg.Ledger.Price(c.id, bounds, []ledger.Work{work(used, res.Delivered)})
-	}
-	if bill == nil {
-		bill = g.cfg.Ledger.Price(c.id, bounds, nil) // refused before anything was delivered: nothing to pay
+		bill = g.cfg.Ledger.Price(c.id, t.bounds, []ledger.Work{t.work(job, used, res.Delivered)})
 	}
 	if len(bill.Clamped) > 0 {
-		g.log.Warn("node claimed more tokens than it delivered; billed the coordinator's estimate", logRequestID, c.id, logNode, node.ID,
+		g.log.Warn("node claimed more tokens than it delivered; billed the coordinator's estimate", logRequestID, c.id, logNode, job.Offer.Node.ID,
 			"claimed_prompt", res.Usage.PromptTokens, "claimed_completion", res.Usage.CompletionTokens,
 			"billed_prompt", bill.PromptTokens, "billed_completion", bill.CompletionTokens)
 	}
 	u.PromptTokens, u.CompletionTokens = bill.PromptTokens, bill.CompletionTokens
 	g.cfg.Ledger.SettleLater(bill, u)
 	if res.Outcome != relay.OK {
-		g.log.Debug("request ended early", logRequestID, c.id, logNode, node.ID, "outcome", u.Outcome, "err", res.Err)
+		g.log.Debug("request ended early", logRequestID, c.id, logNode, job.Offer.Node.ID, "outcome", u.Outcome, "err", res.Err)
 	}
 	return reqErr
 }
 
-// dispatch picks a node, holds the most the request can cost there, and sends it the job.
-func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, bounds *ledger.Bounds) (*fleet.Job, ledger.Ask, error) {
-	var (
-		lastErr error
-		held    money.Nanos // once held, only nodes within the hold are tried
-	)
-	for range maxDispatchAttempts {
+// nodeFailed tells a node's own failure (it vanished, its engine broke or is overloaded) from
+// the engine refusing the request itself, which another node would refuse too.
+func nodeFailed(err error) bool {
+	var pe *protocol.Error
+	if !errors.As(err, &pe) {
+		return true
+	}
+	return !requestRefused(pe)
+}
+
+func requestRefused(pe *protocol.Error) bool {
+	return pe.Status >= 400 && pe.Status < 500 && pe.Status != http.StatusNotFound && pe.Status != http.StatusTooManyRequests
+}
+
+// dispatch picks a node not tried yet, holds the most the request can cost there (on the first
+// attempt), and sends it the job. When no node can take it, the hold is voided.
+func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, t *try) (*fleet.Job, error) {
+	var lastErr error
+	for len(t.tried) < maxNodes {
 		offers := g.cfg.Fleet.Offers(req.Model)
-		if len(offers) == 0 && lastErr == nil {
-			return nil, ledger.Ask{}, &api.Error{Status: http.StatusNotFound, Type: api.TypeInvalidRequest, Param: "model", Code: api.CodeModelNotFound,
+		if len(offers) == 0 && len(t.tried) == 0 {
+			return nil, &api.Error{Status: http.StatusNotFound, Type: api.TypeInvalidRequest, Param: "model", Code: api.CodeModelNotFound,
 				Message: fmt.Sprintf("The model '%s' does not exist or no node serves it now. GET /v1/models lists the models served on the network.", req.Model)}
 		}
-		if held > 0 {
-			offers = slices.DeleteFunc(offers, func(o *fleet.Offer) bool { return g.maxCost(o, req, *bounds) > held })
-		}
+		offers = slices.DeleteFunc(offers, func(o *fleet.Offer) bool {
+			return t.tried[o.Node.ID] || (t.held > 0 && g.maxCost(o, req, t.bounds) > t.held)
+		})
 		offer, np := matcher.Pick(req.Model, offers)
 		if np != nil {
-			if lastErr != nil {
+			if len(t.tried) > 0 {
 				break
 			}
-			return nil, ledger.Ask{}, &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Code: api.CodeNoProviderAvailable,
+			return nil, &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Code: api.CodeNoProviderAvailable,
 				Message: fmt.Sprintf("No node can take this request now (%s). Retry shortly.", np)}
 		}
-		if held == 0 {
-			bounds.CompletionTokens = g.cfg.Ledger.CompletionBound(req.MaxTokens, offer.ContextLength)
-			amount := g.maxCost(offer, req, *bounds)
+		if t.held == 0 {
+			t.bounds.CompletionTokens = g.cfg.Ledger.CompletionBound(req.MaxTokens, offer.ContextLength)
+			amount := g.maxCost(offer, req, t.bounds)
 			if err := g.cfg.Ledger.Hold(ctx, c.id, c.key, amount); err != nil {
 				offer.Release()
-				return nil, ledger.Ask{}, holdError(err)
+				return nil, holdError(err)
 			}
-			held = max(amount, 1)
+			t.held = max(amount, 1)
 		}
+		t.tried[offer.Node.ID] = true
 		job, err := g.cfg.Fleet.Dispatch(offer, req)
 		if err == nil {
-			return job, askOf(offer), nil
+			t.ask = askOf(offer)
+			return job, nil
 		}
 		lastErr = err
 	}
-	if held > 0 {
+	if t.held > 0 {
 		u := &store.Usage{RequestID: c.id, AccountID: c.key.AccountID, KeyID: c.key.ID, Model: req.Model, Endpoint: req.Kind,
 			Outcome: store.OutcomeError, Error: "no node could take the request", CreatedAt: c.start}
 		if err := g.cfg.Ledger.Void(context.WithoutCancel(ctx), c.id, u); err != nil {
 			g.log.Error("void hold", logRequestID, c.id, "err", err)
 		}
 	}
-	return nil, ledger.Ask{}, &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Code: api.CodeNoProviderAvailable,
-		Message: fmt.Sprintf("No node could take this request: %v. Retry shortly.", lastErr)}
+	msg := "no node is left to try"
+	if err := cmp.Or(lastErr, t.failure); err != nil {
+		msg = err.Error()
+	}
+	return nil, &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Code: api.CodeNoProviderAvailable,
+		Message: fmt.Sprintf("No node could take this request: %s. Retry shortly.", msg)}
 }
 
 func askOf(o *fleet.Offer) ledger.Ask {
@@ -232,7 +288,7 @@ func holdError(err error) error {
 // refusal turns a job's failure before its first token into the buyer's error.
 func refusal(job *fleet.Job, err error) error {
 	var pe *protocol.Error
-	if errors.As(err, &pe) && pe.Status >= 400 && pe.Status < 500 && pe.Status != http.StatusNotFound && pe.Status != http.StatusTooManyRequests {
+	if errors.As(err, &pe) && requestRefused(pe) {
 		status := http.StatusBadRequest
 		if pe.Status == http.StatusRequestEntityTooLarge {
 			status = pe.Status
