@@ -52,7 +52,7 @@ The node key is kept in --data-dir; keep it to keep the node's identity.
 	a, err := agent.New(agent.Config{
 		InputPrice: in, OutputPrice: out,
 		Coordinator: cfg.Coordinator, Token: cfg.Token, DataDir: cfg.DataDir, Name: cfg.Name,
-		Region: cfg.Region, Engine: eng, MaxConcurrent: cfg.MaxConcurrent, ContextLength: cfg.ContextLength, Hardware: hw,
+		Region: cfg.Region, Engine: eng, MaxConcurrent: cfg.MaxConcurrent, ContextLength: cfg.ContextLength, Quantization: cfg.Quantization, Hardware: hw,
 		Version: version, Log: log,
 	})
 	if err != nil {

@@ -49,9 +49,11 @@ type Config struct {
 	ContextLength int
 	// Ask is the provider's price for every offer, per million input and output tokens.
 	InputPrice, OutputPrice money.Price
-	Hardware                protocol.Hardware
-	Version                 string // the agent's build version
-	Log                     *slog.Logger
+	// Quantization names the weights' quantization of every offer (Q4_K_M, fp8, …), if known.
+	Quantization string
+	Hardware     protocol.Hardware
+	Version      string // the agent's build version
+	Log          *slog.Logger
 }
 
 // Agent is a running provider agent.
@@ -185,7 +187,7 @@ func (a *Agent) offers(ctx context.Context) ([]protocol.Offer, error) {
 	for i, m := range models {
 		offers[i] = protocol.Offer{
 			Model: m.Name, ContextLength: cmp.Or(m.ContextLength, a.cfg.ContextLength), MaxConcurrent: a.cfg.MaxConcurrent,
-			InputPrice: int64(a.cfg.InputPrice), OutputPrice: int64(a.cfg.OutputPrice),
+			InputPrice: int64(a.cfg.InputPrice), OutputPrice: int64(a.cfg.OutputPrice), Quantization: a.cfg.Quantization,
 		}
 	}
 	return offers, nil

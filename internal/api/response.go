@@ -98,6 +98,48 @@ type Model struct {
 	ContextLength int `json:"context_length"`
 	// Simulated is true when every node serving the model is a simulated GPU.
 	Simulated bool `json:"simulated,omitempty"`
+	// Pricing is the range of the nodes' asks, USD per million tokens (before the platform fee).
+	Pricing *PriceRange `json:"pricing,omitempty"`
+	// Regions where nodes serve the model; "" for nodes that did not say.
+	Regions []string `json:"regions,omitempty"`
+	// LatencyMS and Throughput are medians over the nodes measured so far: time to first
+	// token in milliseconds, output tokens per second.
+	LatencyMS  *float64 `json:"latency_ms"`
+	Throughput *float64 `json:"throughput"`
+}
+
+// PriceRange is the lowest and highest ask for a model, USD per million tokens.
+type PriceRange struct {
+	PromptMin     USD `json:"prompt_min"`
+	PromptMax     USD `json:"prompt_max"`
+	CompletionMin USD `json:"completion_min"`
+	CompletionMax USD `json:"completion_max"`
+}
+
+// Endpoint is one node's offer of a model, in GET /v1/models/{id}/endpoints.
+type Endpoint struct {
+	NodeID        string   `json:"node_id"`
+	Region        string   `json:"region"`
+	Quantization  string   `json:"quantization,omitempty"`
+	Prompt        USD      `json:"prompt_price"`     // USD per million input tokens
+	Completion    USD      `json:"completion_price"` // USD per million output tokens
+	ContextLength int      `json:"context_length"`
+	MaxConcurrent int      `json:"max_concurrent"`
+	Running       int      `json:"running"`
+	UptimeSeconds int64    `json:"uptime_seconds"` // connected for
+	LatencyMS     *float64 `json:"latency_ms"`     // moving average of time to first token
+	Throughput    *float64 `json:"throughput"`     // moving average of output tokens per second
+	Reliability   float64  `json:"reliability"`    // moving average of answers completed
+	Warm          bool     `json:"warm"`
+	Simulated     bool     `json:"simulated,omitempty"`
+}
+
+// EndpointList is the body of GET /v1/models/{id}/endpoints.
+type EndpointList struct {
+	Data struct {
+		ID        string     `json:"id"`
+		Endpoints []Endpoint `json:"endpoints"`
+	} `json:"data"`
 }
 
 // ModelList is the body of GET /v1/models.

@@ -218,6 +218,7 @@ type Provider struct {
 	Models         string // comma-separated; empty: what the engine serves
 	MaxConcurrent  int
 	ContextLength  int
+	Quantization   string
 	SimTTFT        time.Duration
 	SimTPS         float64
 	Ask            Ask
@@ -238,6 +239,7 @@ func (p *Provider) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&p.Models, "models", "", "comma-separated models to offer (default: every model the engine serves)")
 	fs.IntVar(&p.MaxConcurrent, "max-concurrent", 4, "jobs run at once per model")
 	fs.IntVar(&p.ContextLength, "context-length", 0, "context length to advertise when the engine does not say")
+	fs.StringVar(&p.Quantization, "quantization", "", "the models' quantization to advertise (Q4_K_M, Q8_0, fp8, …), which buyers can require")
 	fs.DurationVar(&p.SimTTFT, "sim-ttft", 150*time.Millisecond, "sim engine: time to first token")
 	fs.Float64Var(&p.SimTPS, "sim-tps", 60, "sim engine: tokens per second (0: no delay)")
 	p.Ask.Flags(fs)

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shareai/shareai/internal/protocol"
@@ -104,33 +105,81 @@ func (f *Fleet) Changed() <-chan struct{} {
 	return f.changed
 }
 
-// ModelInfo summarises one model served on the network.
+// ModelInfo summarises one model served on the network: what a buyer compares.
 type ModelInfo struct {
 	ID            string
 	Nodes         int
 	ContextLength int
 	Since         time.Time // when the longest-connected node serving it connected
 	Simulated     bool      // every node serving it is simulated
+	// The range of the nodes' asks, in nano-dollars per million tokens.
+	MinInput, MaxInput, MinOutput, MaxOutput int64
+	Regions                                  []string // sorted; "" when a node did not say
+	TTFT                                     time.Duration
+	TokensPerSecond                          float64 // medians over the nodes measured
 }
 
 // Models lists the models served now, ordered by id.
 func (f *Fleet) Models() []ModelInfo {
 	f.mu.RLock()
-	ms := make([]ModelInfo, 0, len(f.byModel))
+	snapshot := make(map[string][]*Offer, len(f.byModel))
 	for id, offers := range f.byModel {
-		mi := ModelInfo{ID: id, Nodes: len(offers), Simulated: true}
-		for _, o := range offers {
-			mi.ContextLength = max(mi.ContextLength, o.ContextLength)
-			if mi.Since.IsZero() || o.Node.Connected.Before(mi.Since) {
-				mi.Since = o.Node.Connected
-			}
-			mi.Simulated = mi.Simulated && o.Node.Hardware.Simulated
-		}
-		ms = append(ms, mi)
+		snapshot[id] = offers
 	}
 	f.mu.RUnlock()
+	ms := make([]ModelInfo, 0, len(snapshot))
+	for id, offers := range snapshot {
+		ms = append(ms, summarize(id, offers))
+	}
 	slices.SortFunc(ms, func(a, b ModelInfo) int { return cmp.Compare(a.ID, b.ID) })
 	return ms
+}
+
+// Model summarises one model, or reports false when no node serves it.
+func (f *Fleet) Model(id string) (ModelInfo, bool) {
+	offers := f.Offers(id)
+	if len(offers) == 0 {
+		return ModelInfo{}, false
+	}
+	return summarize(id, offers), true
+}
+
+func summarize(id string, offers []*Offer) ModelInfo {
+	mi := ModelInfo{ID: id, Nodes: len(offers), Simulated: true,
+		MinInput: offers[0].InputPrice, MaxInput: offers[0].InputPrice, MinOutput: offers[0].OutputPrice, MaxOutput: offers[0].OutputPrice}
+	var ttfts []time.Duration
+	var tps []float64
+	regions := map[string]bool{}
+	for _, o := range offers {
+		mi.ContextLength = max(mi.ContextLength, o.ContextLength)
+		if mi.Since.IsZero() || o.Node.Connected.Before(mi.Since) {
+			mi.Since = o.Node.Connected
+		}
+		mi.Simulated = mi.Simulated && o.Node.Hardware.Simulated
+		mi.MinInput, mi.MaxInput = min(mi.MinInput, o.InputPrice), max(mi.MaxInput, o.InputPrice)
+		mi.MinOutput, mi.MaxOutput = min(mi.MinOutput, o.OutputPrice), max(mi.MaxOutput, o.OutputPrice)
+		regions[o.Node.Region] = true
+		st := o.Stats()
+		if st.TTFT > 0 {
+			ttfts = append(ttfts, st.TTFT)
+		}
+		if st.TokensPerSecond > 0 {
+			tps = append(tps, st.TokensPerSecond)
+		}
+	}
+	for r := range regions {
+		mi.Regions = append(mi.Regions, r)
+	}
+	slices.Sort(mi.Regions)
+	if len(ttfts) > 0 {
+		slices.Sort(ttfts)
+		mi.TTFT = ttfts[len(ttfts)/2]
+	}
+	if len(tps) > 0 {
+		slices.Sort(tps)
+		mi.TokensPerSecond = tps[len(tps)/2]
+	}
+	return mi
 }
 
 // Running returns how many jobs run on the fleet now.
@@ -250,6 +299,7 @@ type Node struct {
 	Connected time.Time
 
 	sess *session
+	rtt  atomic.Int64 // nanoseconds, moving average
 }
 
 // Offer is one model a connected node serves, with its free slots.
@@ -259,7 +309,12 @@ type Offer struct {
 
 	mu      sync.Mutex
 	running int
+	stats   Stats
+	cold    atomic.Bool // the node said the model is not loaded
 }
+
+// Warm reports whether the model is loaded on the node (or the node cannot tell).
+func (o *Offer) Warm() bool { return !o.cold.Load() }
 
 // Running returns how many jobs of this offer run now.
 func (o *Offer) Running() int {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -345,6 +346,11 @@ func (s *session) readLoop(ctx context.Context) error {
 func (s *session) handle(fr protocol.Frame) error {
 	switch fr.Type {
 	case protocol.TypeHeartbeat:
+		if hb := fr.Heartbeat; hb != nil && s.node != nil {
+			for _, o := range s.node.Offers {
+				o.cold.Store(hb.Loaded != nil && !slices.Contains(hb.Loaded, o.Model))
+			}
+		}
 		return nil
 	case protocol.TypeDelta, protocol.TypeEnd:
 		if (fr.Type == protocol.TypeDelta && fr.Delta == nil) || (fr.Type == protocol.TypeEnd) != (fr.End != nil) {
@@ -374,7 +380,8 @@ func (s *session) handle(fr protocol.Frame) error {
 	}
 }
 
-// watchdog ends the session when the node has been silent for three heartbeat intervals.
+// watchdog ends the session when the node has been silent for three heartbeat intervals, and
+// measures the round trip to the node every interval.
 func (s *session) watchdog(ctx context.Context) error {
 	every := s.fleet.cfg.HeartbeatInterval
 	t := time.NewTicker(every)
@@ -393,5 +400,6 @@ func (s *session) watchdog(ctx context.Context) error {
 		if silent > 3*every {
 			return fmt.Errorf("node silent for %s", silent.Round(time.Millisecond))
 		}
+		s.ping(ctx)
 	}
 }

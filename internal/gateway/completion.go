@@ -73,6 +73,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 		w.Header().Set(HeaderNode, node.ID)
 		u.NodeID, u.Region = node.ID, node.Region
 		res, bill := g.relay(r, c, job, t, sink, u)
+		if res.Outcome == relay.Refused && nodeFailed(res.Err) {
+			job.Offer.Observe(false, 0, 0) // it counts against the node
+		}
 		if res.Outcome == relay.Refused && nodeFailed(res.Err) && len(t.tried) < maxNodes {
 			// Nothing has reached the buyer: the next node starts the answer afresh.
 			g.log.Info("node failed before answering; trying another", logRequestID, c.id, logNode, node.ID, "err", res.Err)
@@ -156,6 +159,7 @@ func (g *Gateway) finish(c *call, job *fleet.Job, t *try, res relay.Result, bill
 		u.Outcome, u.Error = store.OutcomeCancelled, "buyer disconnected"
 	case relay.Failed:
 		u.Outcome, u.Error = store.OutcomeError, res.Err.Error()
+		job.Offer.Observe(false, 0, 0)
 	case relay.Refused:
 		u.Outcome, u.Error = store.OutcomeError, res.Err.Error()
 		reqErr = refusal(job, res.Err)
@@ -183,6 +187,13 @@ func (g *Gateway) finish(c *call, job *fleet.Job, t *try, res relay.Result, bill
 			"billed_prompt", bill.PromptTokens, "billed_completion", bill.CompletionTokens)
 	}
 	u.PromptTokens, u.CompletionTokens = bill.PromptTokens, bill.CompletionTokens
+	if res.Outcome == relay.OK {
+		var tps float64 // the output rate after the first token, of the tokens billed
+		if gen := u.Duration - res.TTFT; gen > 0 && bill.CompletionTokens > 1 {
+			tps = float64(bill.CompletionTokens-1) / gen.Seconds()
+		}
+		job.Offer.Observe(true, res.TTFT, tps)
+	}
 	g.cfg.Ledger.SettleLater(bill, u)
 	if res.Outcome != relay.OK {
 		g.log.Debug("request ended early", logRequestID, c.id, logNode, job.Offer.Node.ID, "outcome", u.Outcome, "err", res.Err)

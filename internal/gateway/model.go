@@ -1,19 +1,43 @@
 package gateway
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/shareai/shareai/internal/api"
 	"github.com/shareai/shareai/internal/fleet"
 )
 
 func modelOf(mi fleet.ModelInfo) api.Model {
-	return api.Model{
+	m := api.Model{
 		ID: mi.ID, Object: "model", Created: mi.Since.Unix(), OwnedBy: "shareai",
-		Nodes: mi.Nodes, ContextLength: mi.ContextLength, Simulated: mi.Simulated,
+		Nodes: mi.Nodes, ContextLength: mi.ContextLength, Simulated: mi.Simulated, Regions: mi.Regions,
+		Pricing: &api.PriceRange{PromptMin: api.USD(mi.MinInput), PromptMax: api.USD(mi.MaxInput),
+			CompletionMin: api.USD(mi.MinOutput), CompletionMax: api.USD(mi.MaxOutput)},
+		LatencyMS: millis(mi.TTFT), Throughput: positive(mi.TokensPerSecond),
 	}
+	return m
+}
+
+// millis is a duration in milliseconds, or nil when unmeasured.
+func millis(d time.Duration) *float64 {
+	if d <= 0 {
+		return nil
+	}
+	ms := float64(d.Microseconds()) / 1000
+	return &ms
+}
+
+func positive(f float64) *float64 {
+	if f <= 0 {
+		return nil
+	}
+	return &f
 }
 
 func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -26,10 +50,15 @@ func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request, c *call) er
 
 func (g *Gateway) getModel(w http.ResponseWriter, r *http.Request, c *call) error {
 	id := r.PathValue("id")
-	for _, mi := range g.cfg.Fleet.Models() {
-		if mi.ID == id {
-			return writeJSON(w, modelOf(mi))
+	if mi, ok := g.cfg.Fleet.Model(id); ok {
+		return writeJSON(w, modelOf(mi))
+	}
+	// Model ids hold slashes, so /v1/models/{id}/endpoints arrives here too.
+	if model, ok := strings.CutSuffix(id, "/endpoints"); ok {
+		if offers := g.cfg.Fleet.Offers(model); len(offers) > 0 {
+			return writeJSON(w, endpointsOf(model, offers, g.cfg.Now()))
 		}
+		id = model
 	}
 	return &api.Error{Status: http.StatusNotFound, Type: api.TypeInvalidRequest, Param: "model", Code: api.CodeModelNotFound,
 		Message: fmt.Sprintf("The model '%s' does not exist or no node serves it now.", id)}
@@ -43,4 +72,23 @@ func writeJSON(w http.ResponseWriter, v any) error {
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(b)
 	return nil
+}
+
+func endpointsOf(model string, offers []*fleet.Offer, now time.Time) api.EndpointList {
+	var list api.EndpointList
+	list.Data.ID = model
+	list.Data.Endpoints = make([]api.Endpoint, 0, len(offers))
+	for _, o := range offers {
+		st := o.Stats()
+		list.Data.Endpoints = append(list.Data.Endpoints, api.Endpoint{
+			NodeID: o.Node.ID, Region: o.Node.Region, Quantization: o.Quantization,
+			Prompt: api.USD(o.InputPrice), Completion: api.USD(o.OutputPrice),
+			ContextLength: o.ContextLength, MaxConcurrent: o.MaxConcurrent, Running: o.Running(),
+			UptimeSeconds: int64(now.Sub(o.Node.Connected).Seconds()),
+			LatencyMS:     millis(st.TTFT), Throughput: positive(st.TokensPerSecond), Reliability: st.Reliability,
+			Warm: o.Warm(), Simulated: o.Node.Hardware.Simulated,
+		})
+	}
+	slices.SortFunc(list.Data.Endpoints, func(a, b api.Endpoint) int { return cmp.Compare(a.NodeID, b.NodeID) })
+	return list
 }

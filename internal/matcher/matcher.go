@@ -1,58 +1,67 @@
 // Package matcher decides which node serves a request. It is a pure pipeline over a snapshot
-// of the fleet's offers: filter the eligible, rank them, take a slot on the best. It does no
-// I/O and must not import the store, gateway or relay.
+// of the fleet's offers, like nomad's scheduler iterators: filter the eligible (counting why
+// the others are not), rank them in a reverse auction weighted by reliability and the buyer's
+// preferences, and pick: take a slot on the best. It does no I/O; randomness is handed in.
+//
+// It must not import the store, gateway, relay or ledger.
 package matcher
 
 import (
-	"cmp"
-	"fmt"
-	"math/rand/v2"
-	"slices"
-	"strings"
+	"time"
 
 	"github.com/shareai/shareai/internal/fleet"
+	"github.com/shareai/shareai/internal/money"
 )
 
-// NoProvider says why no node could take a request.
-type NoProvider struct {
-	Model   string
-	Serving int // nodes serving the model
-	Busy    int // of those, nodes with no free slot
+// Candidate is what the matcher sees of one offer for the requested model.
+type Candidate struct {
+	// The fields the filter reads on every candidate come first, to touch less memory.
+	NodeID     string
+	ProviderID string // the provider's account
+	Region     string // lower-case ISO 3166-1 alpha-2 country code; "" unknown
+
+	InputPrice, OutputPrice money.Price // the ask per million tokens
+	Running, MaxConcurrent  int         // slots in use and in all
+	Reliability             float64     // 0..1: the share of jobs the node completed
+	Quantization            string      // such as "fp8", "q4_k_m"; "" unknown
+
+	RTT             time.Duration // coordinator to node; 0 unknown
+	TTFT            time.Duration // time to first token for the model; 0 unknown
+	TokensPerSecond float64       // 0 unknown
+	Warm            bool          // the model is loaded
+
+	// Offer is where Pick takes a slot. A candidate without one (a what-if ranking, a test)
+	// is taken without a slot.
+	Offer *fleet.Offer
 }
 
-func (e *NoProvider) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d %s %s %s", e.Serving, plural(e.Serving, "node", "nodes"), plural(e.Serving, "serves", "serve"), e.Model)
-	if e.Busy > 0 {
-		fmt.Fprintf(&b, ": %d busy", e.Busy)
-	}
-	return b.String()
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
-// Pick takes a slot on the best of offers for model and returns it. Nodes with the lowest share
-// of their slots in use come first; equal nodes share traffic at random.
-func Pick(model string, offers []*fleet.Offer) (*fleet.Offer, *NoProvider) {
-	type ranked struct {
-		o    *fleet.Offer
-		load float64
-	}
-	cands := make([]ranked, 0, len(offers))
-	for _, o := range offers {
-		cands = append(cands, ranked{o, float64(o.Running()) / float64(o.MaxConcurrent)})
-	}
-	rand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
-	slices.SortStableFunc(cands, func(a, b ranked) int { return cmp.Compare(a.load, b.load) })
-	for _, c := range cands {
-		if c.o.Acquire() {
-			return c.o, nil
+// FromOffers returns the candidates of a fleet snapshot: ask, region, running and maximum
+// slots. What the fleet does not measure yet is unknown, and reliability is 1.
+func FromOffers(offers []*fleet.Offer) []Candidate {
+	cs := make([]Candidate, len(offers))
+	for i, o := range offers {
+		c := &cs[i]
+		*c = Candidate{
+			Offer:         o,
+			InputPrice:    money.Price(o.InputPrice),
+			OutputPrice:   money.Price(o.OutputPrice),
+			Reliability:   1,
+			Running:       o.Running(),
+			MaxConcurrent: o.MaxConcurrent,
+		}
+		if n := o.Node; n != nil {
+			c.NodeID, c.ProviderID, c.Region = n.ID, n.AccountID, country(n.Region)
 		}
 	}
-	return nil, &NoProvider{Model: model, Serving: len(offers), Busy: len(offers)}
+	return cs
+}
+
+// Pick takes a slot on the best of offers for model with no preferences and returns it.
+func Pick(model string, offers []*fleet.Offer) (*fleet.Offer, *NoProvider) {
+	r := Match(Request{Model: model}, FromOffers(offers))
+	c, np := r.pick()
+	if np != nil {
+		return nil, np
+	}
+	return c.Offer, nil
 }

@@ -33,7 +33,8 @@
 //
 //   - Version 1 (2026-11-29): first version.
 //   - Version 1, same day: offers carry the provider's ask (input_price, output_price). The
-//     fields are optional: an agent that sends none offers its work for free.
+//     fields are optional: an agent that sends none offers its work for free. Offers may name
+//     their quantization; heartbeats may list the models loaded (warm).
 package protocol
 
 import (
@@ -117,6 +118,7 @@ type GPU struct {
 // Offer is one model a node serves, at the provider's ask.
 type Offer struct {
 	Model         string `json:"model"`
+	Quantization  string `json:"quantization,omitempty"` // e.g. Q4_K_M, fp8; "" when unknown
 	ContextLength int    `json:"context_length,omitempty"`
 	MaxConcurrent int    `json:"max_concurrent"`
 	// InputPrice and OutputPrice are the provider's ask, in nano-dollars per million input
@@ -134,6 +136,9 @@ type Registered struct {
 // Heartbeat tells the coordinator the node is alive.
 type Heartbeat struct {
 	Running int `json:"running"` // jobs running on the node now
+	// Loaded lists the offered models loaded in memory now (warm); nil when the engine cannot
+	// tell, and then every offer counts as warm.
+	Loaded []string `json:"loaded,omitempty"`
 }
 
 // Kinds of request.

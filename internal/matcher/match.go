@@ -1,0 +1,285 @@
+package matcher
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// Depth bounds.
+const (
+	DefaultDepth = 16 // candidates a Ranking keeps when Request.Depth is 0
+	MaxDepth     = 64
+)
+
+// reliabilityFloor bounds the divisor of an ask, so an unproven or failing node's effective
+// price stays finite: it is at most 20 times its ask.
+const reliabilityFloor = 0.05
+
+// Request is what one decision depends on besides the candidates.
+type Request struct {
+	Model string
+	Prefs Prefs
+	// Excluded holds node ids not to use: those that already failed this request.
+	Excluded map[string]bool
+	// Rand spreads traffic over equal nodes. Nil uses math/rand/v2's global source; a
+	// *rand.Rand must not be shared between goroutines.
+	Rand *rand.Rand
+	// Depth is how many of the best candidates the ranking holds (it scans again if Pick
+	// exhausts them): 0 is DefaultDepth, at most MaxDepth.
+	Depth int
+}
+
+// Ranking is the outcome of Match: the best eligible candidates in order, and counts of why
+// the others are not eligible. Its memory does not grow with the number of candidates.
+type Ranking struct {
+	Model    string
+	Serving  int // candidates considered
+	Eligible int // of those, eligible when matched
+
+	req     Request
+	cands   []Candidate
+	f       filter
+	reasons [numReasons]int
+	top     [MaxDepth]entry // best first once scanned
+	n, next int
+	walked  map[int]bool // candidates walked past by Pick, once it scans again
+	failed  int          // candidates Pick found busy
+}
+
+type entry struct {
+	i int32 // index in cands
+	k rankKey
+}
+
+// rankKey orders candidates: lower is better, field by field.
+type rankKey struct {
+	tier      int     // 2 × position in Order (len(Order) when unlisted), +1 when slower than preferred
+	primary   float64 // the sort's measure: effective price, latency, or -tokens/s
+	secondary float64 // effective price, when the sort is not by price
+	load      float64 // running / max slots
+	cold      bool
+	rnd       uint64 // spreads equal nodes
+}
+
+func (a *rankKey) less(b *rankKey) bool {
+	switch {
+	case a.tier != b.tier:
+		return a.tier < b.tier
+	case a.primary != b.primary:
+		return a.primary < b.primary
+	case a.secondary != b.secondary:
+		return a.secondary < b.secondary
+	case a.load != b.load:
+		return a.load < b.load
+	case a.cold != b.cold:
+		return !a.cold
+	}
+	return a.rnd < b.rnd
+}
+
+// Match filters and ranks the candidates for a request (the caller passes those serving
+// req.Model). It is a reverse auction:
+//
+//   - Eligible: not excluded, not ignored, in Only and (without fallbacks) in Order when they
+//     are given, in an allowed region, of an allowed quantization, asking no more than both
+//     price caps, at least as reliable as asked, with a free slot.
+//   - Nodes Order lists come first, in its order.
+//   - Then by the sort. By price (the default), the lowest effective price wins: the sum of
+//     the input and output asks per million tokens, divided by reliability (at least 0.05),
+//     so a node that fails half its jobs must ask less than half to beat a reliable one. By
+//     latency, the lowest RTT + time to first token, unknown last; by throughput, the most
+//     tokens per second, unknown last; ties on either by effective price. Nodes known to be
+//     slower than PreferredMaxLatency rank after the others of their Order position.
+//   - Then the least loaded (running / slots), then warm before cold, then at random, so
+//     equal nodes share traffic.
+//
+// Only the best Depth are sorted: Match is one pass over the candidates.
+func Match(req Request, cands []Candidate) Ranking {
+	r := Ranking{Model: req.Model, Serving: len(cands), req: req, cands: cands}
+	r.f = newFilter(req.Prefs, req.Excluded)
+	r.scan(true)
+	return r
+}
+
+// scan fills top with the best candidates not walked, counting reasons if count.
+func (r *Ranking) scan(count bool) {
+	depth := r.req.Depth
+	if depth <= 0 {
+		depth = DefaultDepth
+	}
+	depth = min(depth, MaxDepth)
+	r.n, r.next = 0, 0
+	for i := range r.cands {
+		if r.walked != nil && r.walked[i] {
+			continue
+		}
+		c := &r.cands[i]
+		why, pos := r.f.check(c)
+		if why != eligible {
+			if count {
+				r.reasons[why]++
+			}
+			continue
+		}
+		if count {
+			r.Eligible++
+		}
+		var k rankKey
+		if r.n == depth && !r.f.mayBeat(pos, &r.top[0].k) {
+			continue // cannot beat the worst kept: skip computing its key
+		}
+		r.f.key(c, pos, &k)
+		k.rnd = r.rand()
+		r.push(entry{int32(i), k}, depth)
+	}
+	// Sort the heap best first.
+	slices.SortFunc(r.top[:r.n], func(a, b entry) int {
+		if a.k.less(&b.k) {
+			return -1
+		}
+		return 1
+	})
+}
+
+func (r *Ranking) rand() uint64 {
+	if r.req.Rand != nil {
+		return r.req.Rand.Uint64()
+	}
+	return rand.Uint64()
+}
+
+// push keeps the best depth entries in top[:n] as a heap with the worst at the root.
+func (r *Ranking) push(e entry, depth int) {
+	h := r.top[:]
+	if r.n < depth {
+		i := r.n
+		h[i] = e
+		r.n++
+		for i > 0 { // up
+			p := (i - 1) / 2
+			if !h[p].k.less(&h[i].k) {
+				break
+			}
+			h[p], h[i] = h[i], h[p]
+			i = p
+		}
+		return
+	}
+	if !e.k.less(&h[0].k) {
+		return
+	}
+	h[0] = e
+	for i := 0; ; { // down
+		w, l, rt := i, 2*i+1, 2*i+2
+		if l < r.n && h[w].k.less(&h[l].k) {
+			w = l
+		}
+		if rt < r.n && h[w].k.less(&h[rt].k) {
+			w = rt
+		}
+		if w == i {
+			return
+		}
+		h[i], h[w] = h[w], h[i]
+		i = w
+	}
+}
+
+// Len returns how many ranked candidates remain to Pick from before the ranking scans again.
+func (r *Ranking) Len() int { return r.n - r.next }
+
+// Best returns the ranked candidates not yet walked by Pick, best first, for inspection.
+func (r *Ranking) Best() []Candidate {
+	cs := make([]Candidate, 0, r.Len())
+	for _, e := range r.top[r.next:r.n] {
+		cs = append(cs, r.cands[e.i])
+	}
+	return cs
+}
+
+// Pick walks the ranking and takes a slot on the first candidate that has one free. Called
+// again (the node refused the job), it goes on from there. When nothing can be taken, the
+// error is a *NoProvider that counts why, candidates taken by earlier Picks as excluded.
+func (r *Ranking) Pick() (Candidate, error) {
+	c, np := r.pick()
+	if np != nil {
+		return Candidate{}, np
+	}
+	return c, nil
+}
+
+func (r *Ranking) pick() (Candidate, *NoProvider) {
+	for {
+		for r.next < r.n {
+			e := r.top[r.next]
+			r.next++
+			c := r.cands[e.i]
+			if c.Offer == nil || c.Offer.Acquire() {
+				return c, nil
+			}
+			r.failed++
+		}
+		walked := len(r.walked) + r.n
+		if r.n == 0 || walked >= r.Eligible {
+			break
+		}
+		// Every kept candidate was walked and more are eligible: rank those.
+		if r.walked == nil {
+			r.walked = make(map[int]bool)
+		}
+		for _, e := range r.top[:r.n] {
+			r.walked[int(e.i)] = true
+		}
+		r.scan(false)
+	}
+	// Every eligible candidate was walked: found busy, or taken by an earlier Pick.
+	counts := r.reasons
+	counts[busy] += r.failed
+	counts[excluded] += r.Eligible - r.failed
+	return Candidate{}, newNoProvider(r.Model, r.Serving, &counts, r.req.Prefs.Regions)
+}
+
+// mayBeat reports whether a candidate at Order position pos may rank before worst.
+func (f *filter) mayBeat(pos int, worst *rankKey) bool { return 2*pos <= worst.tier }
+
+// key fills k but for rnd.
+func (f *filter) key(c *Candidate, pos int, k *rankKey) {
+	k.tier = 2 * pos
+	lat := latency(c)
+	if f.p.PreferredMaxLatency > 0 && !math.IsInf(lat, 1) && lat > float64(f.p.PreferredMaxLatency) {
+		k.tier++
+	}
+	price := effectivePrice(c)
+	switch f.sort {
+	case SortLatency:
+		k.primary, k.secondary = lat, price
+	case SortThroughput:
+		k.primary, k.secondary = math.Inf(1), price
+		if c.TokensPerSecond > 0 {
+			k.primary = -c.TokensPerSecond
+		}
+	default:
+		k.primary = price
+	}
+	k.load = float64(c.Running) / float64(c.MaxConcurrent)
+	k.cold = !c.Warm
+}
+
+// effectivePrice is the ask per million input plus output tokens over reliability.
+func effectivePrice(c *Candidate) float64 {
+	rel := c.Reliability
+	if !(rel >= reliabilityFloor) { // NaN too
+		rel = reliabilityFloor
+	}
+	rel = min(rel, 1)
+	return float64(c.InputPrice+c.OutputPrice) / rel
+}
+
+// latency is RTT + time to first token in nanoseconds, +Inf when both are unknown.
+func latency(c *Candidate) float64 {
+	if c.RTT <= 0 && c.TTFT <= 0 {
+		return math.Inf(1)
+	}
+	return float64(max(c.RTT, 0) + max(c.TTFT, 0))
+}
