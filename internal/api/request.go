@@ -31,6 +31,14 @@ type ChatRequest struct {
 	ToolChoice          json.RawMessage `json:"tool_choice"`
 	ResponseFormat      json.RawMessage `json:"response_format"`
 	Logprobs            *bool           `json:"logprobs"`
+	Routing
+}
+
+// Routing is how a buyer steers a request, in OpenRouter's names: routing preferences in a
+// provider object, and fallback models. The gateway reads them; engines never see them.
+type Routing struct {
+	Provider json.RawMessage `json:"provider"`
+	Models   []string        `json:"models"`
 }
 
 // CompletionRequest is the body of POST /v1/completions (legacy text completions).
@@ -49,6 +57,7 @@ type CompletionRequest struct {
 	Echo          bool            `json:"echo"`
 	Logprobs      *int            `json:"logprobs"`
 	Suffix        *string         `json:"suffix"`
+	Routing
 }
 
 // StreamOptions are the options of a streamed answer.

@@ -29,7 +29,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, c *cal
 	if err != nil {
 		return err
 	}
-	return g.serve(w, r, c, req, body.Stream, body.StreamOptions)
+	return g.serve(w, r, c, req, body.Stream, body.StreamOptions, body.Routing, body.User)
 }
 
 func (g *Gateway) completions(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -41,7 +41,7 @@ func (g *Gateway) completions(w http.ResponseWriter, r *http.Request, c *call) e
 	if err != nil {
 		return err
 	}
-	return g.serve(w, r, c, req, body.Stream, body.StreamOptions)
+	return g.serve(w, r, c, req, body.Stream, body.StreamOptions, body.Routing, body.User)
 }
 
 // checkpointEvery is how often a running request's delivered bill is checkpointed.
@@ -51,27 +51,45 @@ const checkpointEvery = 2 * time.Second
 // picked and receiving the job, or fails before its first token.
 const maxNodes = 3
 
-// serve runs a validated request on a node, relays the answer and bills it. A node that fails
-// before its first token is replaced by another, up to maxNodes, without the buyer noticing.
-func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *protocol.Request, stream bool, opts *api.StreamOptions) error {
+// serve runs a validated request on a node, relays the answer and bills it. The node is the
+// best for the buyer's routing preferences among those serving the model, or the fallback
+// models in order. A node that fails before its first token is replaced by another, up to
+// maxNodes, without the buyer noticing.
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *protocol.Request, stream bool, opts *api.StreamOptions, rt api.Routing, user string) error {
+	prefs, err := matcher.ParsePrefs(rt.Provider)
+	if err != nil {
+		var fe *matcher.FieldError
+		if errors.As(err, &fe) {
+			return api.BadRequest(fe.Field, api.CodeInvalidValue, "Invalid '%s': %s.", fe.Field, fe.Msg)
+		}
+		return api.BadRequest("provider", api.CodeInvalidValue, "Invalid 'provider': %v.", err)
+	}
+	session := affinityKey(c, r, user)
 	promptBytes := len(req.Messages) + len(req.Prompt)
 	t := &try{
-		bounds: ledger.Bounds{PromptTokens: ledger.PromptBound(promptBytes), PromptEstimate: ledger.EstimateTokens(promptBytes)},
-		tried:  map[string]bool{},
+		bounds:  ledger.Bounds{PromptTokens: ledger.PromptBound(promptBytes), PromptEstimate: ledger.EstimateTokens(promptBytes)},
+		tried:   map[string]bool{},
+		prefs:   prefs,
+		models:  modelsToTry(req.Model, rt.Models),
+		session: g.affinity.get(session),
 	}
-	sink := newSink(w, c, req, stream, opts)
 	u := &store.Usage{
-		RequestID: c.id, AccountID: c.key.AccountID, KeyID: c.key.ID, Model: req.Model,
+		RequestID: c.id, AccountID: c.key.AccountID, KeyID: c.key.ID,
 		Endpoint: req.Kind, Stream: stream, CreatedAt: c.start,
 	}
+	var sink relay.Sink
 	for {
 		job, err := g.dispatch(r.Context(), c, req, t)
 		if err != nil {
 			return err
 		}
+		if sink == nil {
+			// The answer names the model that serves it: the first choice or a fallback.
+			sink = newSink(w, c, req, stream, opts)
+		}
 		node := job.Offer.Node
 		w.Header().Set(HeaderNode, node.ID)
-		u.NodeID, u.Region = node.ID, node.Region
+		u.Model, u.NodeID, u.Region = req.Model, node.ID, node.Region
 		res, bill := g.relay(r, c, job, t, sink, u)
 		if res.Outcome == relay.Refused && nodeFailed(res.Err) {
 			job.Offer.Observe(false, 0, 0) // it counts against the node
@@ -82,12 +100,46 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 			t.failure = fmt.Errorf("node %s failed before answering: %w", node.ID, res.Err)
 			continue
 		}
+		if res.Outcome == relay.OK {
+			g.affinity.put(session, node.ID)
+		}
 		return g.finish(c, job, t, res, bill, u)
 	}
 }
 
+// modelsToTry is the requested model, then the fallback models, without repeats.
+func modelsToTry(model string, fallbacks []string) []string {
+	ms := []string{model}
+	for _, m := range fallbacks {
+		if m != "" && !slices.Contains(ms, m) {
+			ms = append(ms, m)
+		}
+	}
+	return ms
+}
+
+// Model suffixes that choose a sort, as OpenRouter's do.
+var sortSuffixes = map[string]string{":floor": "price", ":nitro": "throughput"}
+
+// resolveModel returns the model to look for and the sort its suffix asks for: "m:floor" is
+// m sorted by price unless a model is really named "m:floor".
+func (g *Gateway) resolveModel(model string) (string, string) {
+	if len(g.cfg.Fleet.Offers(model)) > 0 {
+		return model, ""
+	}
+	for suffix, sort := range sortSuffixes {
+		if base, ok := strings.CutSuffix(model, suffix); ok {
+			return base, sort
+		}
+	}
+	return model, ""
+}
+
 // try is what a request's attempts on successive nodes share.
 type try struct {
+	prefs   matcher.Prefs
+	models  []string // to try in order: the requested one, then fallbacks
+	session string   // the node this buyer's session last used, if any
 	bounds  ledger.Bounds
 	held    money.Nanos     // once held, only nodes whose cost fits the hold are tried
 	tried   map[string]bool // nodes that got the job
@@ -216,26 +268,37 @@ func requestRefused(pe *protocol.Error) bool {
 }
 
 // dispatch picks a node not tried yet, holds the most the request can cost there (on the first
-// attempt), and sends it the job. When no node can take it, the hold is voided.
+// attempt), and sends it the job. It tries the models in order, and sets req.Model to the one
+// that serves. When no node can take it, the hold is voided.
 func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, t *try) (*fleet.Job, error) {
-	var lastErr error
-	for len(t.tried) < maxNodes {
-		offers := g.cfg.Fleet.Offers(req.Model)
-		if len(offers) == 0 && len(t.tried) == 0 {
-			return nil, &api.Error{Status: http.StatusNotFound, Type: api.TypeInvalidRequest, Param: "model", Code: api.CodeModelNotFound,
-				Message: fmt.Sprintf("The model '%s' does not exist or no node serves it now. GET /v1/models lists the models served on the network.", req.Model)}
+	var (
+		lastErr error
+		refusal error // why the first model found no node
+	)
+	for len(t.tried) < maxNodes && len(t.models) > 0 {
+		model, sort := g.resolveModel(t.models[0])
+		offers := g.cfg.Fleet.Offers(model)
+		if t.held > 0 {
+			offers = slices.DeleteFunc(offers, func(o *fleet.Offer) bool { return g.maxCost(o, req, t.bounds) > t.held })
 		}
-		offers = slices.DeleteFunc(offers, func(o *fleet.Offer) bool {
-			return t.tried[o.Node.ID] || (t.held > 0 && g.maxCost(o, req, t.bounds) > t.held)
-		})
-		offer, np := matcher.Pick(req.Model, offers)
-		if np != nil {
-			if len(t.tried) > 0 {
-				break
+		prefs := t.prefs
+		if prefs.Sort == "" {
+			prefs.Sort = sort
+		}
+		if t.session != "" && len(prefs.Order) == 0 {
+			// Affinity: the node the session used last comes first while it is eligible.
+			prefs.Order = []string{t.session}
+		}
+		ranking := matcher.Match(matcher.Request{Model: model, Prefs: prefs, Excluded: t.tried}, matcher.FromOffers(offers))
+		cand, err := ranking.Pick()
+		if err != nil {
+			if refusal == nil && len(t.tried) == 0 {
+				refusal = noNode(model, len(offers), err)
 			}
-			return nil, &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Code: api.CodeNoProviderAvailable,
-				Message: fmt.Sprintf("No node can take this request now (%s). Retry shortly.", np)}
+			t.models = t.models[1:] // the next fallback model, if any
+			continue
 		}
+		offer := cand.Offer
 		if t.held == 0 {
 			t.bounds.CompletionTokens = g.cfg.Ledger.CompletionBound(req.MaxTokens, offer.ContextLength)
 			amount := g.maxCost(offer, req, t.bounds)
@@ -246,12 +309,16 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 			t.held = max(amount, 1)
 		}
 		t.tried[offer.Node.ID] = true
+		req.Model = model
 		job, err := g.cfg.Fleet.Dispatch(offer, req)
 		if err == nil {
 			t.ask = askOf(offer)
 			return job, nil
 		}
 		lastErr = err
+	}
+	if refusal != nil && t.held == 0 {
+		return nil, refusal
 	}
 	if t.held > 0 {
 		u := &store.Usage{RequestID: c.id, AccountID: c.key.AccountID, KeyID: c.key.ID, Model: req.Model, Endpoint: req.Kind,
@@ -266,6 +333,17 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 	}
 	return nil, &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Code: api.CodeNoProviderAvailable,
 		Message: fmt.Sprintf("No node could take this request: %s. Retry shortly.", msg)}
+}
+
+// noNode is the buyer's error when no node serving model can take the request: 404 when none
+// serves it, else 503 saying why each is not eligible.
+func noNode(model string, serving int, err error) error {
+	if serving == 0 {
+		return &api.Error{Status: http.StatusNotFound, Type: api.TypeInvalidRequest, Param: "model", Code: api.CodeModelNotFound,
+			Message: fmt.Sprintf("The model '%s' does not exist or no node serves it now. GET /v1/models lists the models served on the network.", model)}
+	}
+	return &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Code: api.CodeNoProviderAvailable,
+		Message: fmt.Sprintf("No node can take this request now (%v). Retry shortly, or relax the routing preferences.", err)}
 }
 
 func askOf(o *fleet.Offer) ledger.Ask {

@@ -48,9 +48,10 @@ type Config struct {
 
 // Gateway is the buyer API.
 type Gateway struct {
-	cfg  Config
-	log  *slog.Logger
-	keys keyCache
+	cfg      Config
+	log      *slog.Logger
+	keys     keyCache
+	affinity affinity
 }
 
 // New returns a gateway. Call Close to flush usage records.
@@ -69,6 +70,7 @@ func New(cfg Config) *Gateway {
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Log}
 	g.keys = keyCache{ttl: cfg.KeyCacheTTL, now: cfg.Now, m: make(map[[32]byte]cachedKey)}
+	g.affinity.now = cfg.Now
 	return g
 }
 

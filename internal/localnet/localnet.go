@@ -37,6 +37,7 @@ type Config struct {
 	DrainTimeout      time.Duration // default 30s
 	KeyCacheTTL       time.Duration // default 10s
 	Region            string        // the agents' region
+	Regions           []string      // if set, agent i's region is Regions[i % len(Regions)]
 	// InputPrice and OutputPrice are the agents' ask.
 	InputPrice, OutputPrice money.Price
 	FeeBasisPoints          int           // the platform fee
@@ -246,7 +247,7 @@ func (n *Net) startAgents(ctx context.Context) error {
 			Token:         n.ProviderToken,
 			DataDir:       filepath.Join(n.cfg.DataDir, "nodes", fmt.Sprintf("node-%d", i+1)),
 			Name:          fmt.Sprintf("local-%d", i+1),
-			Region:        n.cfg.Region,
+			Region:        n.region(i),
 			Engine:        eng,
 			MaxConcurrent: n.cfg.MaxConcurrent,
 			InputPrice:    n.cfg.InputPrice,
@@ -281,6 +282,13 @@ func (n *Net) startAgents(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+func (n *Net) region(i int) string {
+	if len(n.cfg.Regions) > 0 {
+		return n.cfg.Regions[i%len(n.cfg.Regions)]
+	}
+	return n.cfg.Region
 }
 
 // StopAgent stops agent i (0-based) as if its machine went away: its connection closes and

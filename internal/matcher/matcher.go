@@ -7,6 +7,7 @@
 package matcher
 
 import (
+	"strings"
 	"time"
 
 	"github.com/shareai/shareai/internal/fleet"
@@ -35,22 +36,27 @@ type Candidate struct {
 	Offer *fleet.Offer
 }
 
-// FromOffers returns the candidates of a fleet snapshot: ask, region, running and maximum
-// slots. What the fleet does not measure yet is unknown, and reliability is 1.
+// FromOffers returns the candidates of a fleet snapshot, with what the fleet has measured of
+// each: ask, region, slots, reliability, round trip, time to first token, output rate, warmth.
 func FromOffers(offers []*fleet.Offer) []Candidate {
 	cs := make([]Candidate, len(offers))
 	for i, o := range offers {
+		st := o.Stats()
 		c := &cs[i]
 		*c = Candidate{
-			Offer:         o,
-			InputPrice:    money.Price(o.InputPrice),
-			OutputPrice:   money.Price(o.OutputPrice),
-			Reliability:   1,
-			Running:       o.Running(),
-			MaxConcurrent: o.MaxConcurrent,
+			Offer:           o,
+			InputPrice:      money.Price(o.InputPrice),
+			OutputPrice:     money.Price(o.OutputPrice),
+			Reliability:     st.Reliability,
+			Running:         o.Running(),
+			MaxConcurrent:   o.MaxConcurrent,
+			Quantization:    strings.ToLower(o.Quantization),
+			TTFT:            st.TTFT,
+			TokensPerSecond: st.TokensPerSecond,
+			Warm:            o.Warm(),
 		}
 		if n := o.Node; n != nil {
-			c.NodeID, c.ProviderID, c.Region = n.ID, n.AccountID, country(n.Region)
+			c.NodeID, c.ProviderID, c.Region, c.RTT = n.ID, n.AccountID, country(n.Region), n.RTT()
 		}
 	}
 	return cs

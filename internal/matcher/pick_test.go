@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/protocol"
@@ -18,12 +19,15 @@ func offer(node string, slots int, price int64) *fleet.Offer {
 
 func TestFromOffers(t *testing.T) {
 	o := offer("a", 3, 150_000_000)
+	o.Quantization = "Q4_K_M"
 	if !o.Acquire() {
 		t.Fatal("acquire")
 	}
+	o.Observe(true, 200*time.Millisecond, 40)
+	o.Observe(false, 0, 0)
 	got := FromOffers([]*fleet.Offer{o, {Offer: protocol.Offer{MaxConcurrent: 1}, Node: &fleet.Node{ID: "b", Region: "europe"}}})
 	want := Candidate{Offer: o, NodeID: "a", ProviderID: "acct-a", Region: "de", InputPrice: usd("0.15"), OutputPrice: usd("0.15"),
-		Reliability: 1, Running: 1, MaxConcurrent: 3}
+		Reliability: 0.8, Running: 1, MaxConcurrent: 3, Quantization: "q4_k_m", TTFT: 200 * time.Millisecond, TokensPerSecond: 40, Warm: true}
 	if got[0] != want {
 		t.Errorf("got %+v; want %+v", got[0], want)
 	}
