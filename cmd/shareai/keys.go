@@ -2,14 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/shareai/shareai/internal/localnet"
+	"github.com/shareai/shareai/internal/matcher"
 	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/store"
 )
@@ -46,6 +49,8 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	name := fs.String("name", "", "a label for the key")
 	provider := fs.Bool("provider", false, "a provider token for registering agents, instead of a buyer's API key")
 	limit := fs.String("limit", "", "create: cap what the new API key can spend per --period, in USD")
+	routing := fs.String("routing", "", `create: the API key's default routing preferences, as a request's provider object, e.g. '{"regions":["eu"],"sort":"price"}'`)
+	models := fs.String("models", "", "create: the only models the API key may use, comma-separated, in order of preference (also its fallbacks)")
 	period := fs.String("period", store.Monthly, "create: the --limit's window: daily, weekly or monthly (UTC)")
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -71,6 +76,11 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if keyCap, err = keyLimit(fs, *limit, *period, *provider); err != nil {
 			return err
 		}
+		if *routing != "" {
+			if _, err := matcher.ParsePrefs(json.RawMessage(*routing)); err != nil {
+				return fmt.Errorf("--routing: %w", err)
+			}
+		}
 	}
 	st, err := db.openOrCreate(ctx)
 	if err != nil {
@@ -89,6 +99,14 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			}
 		}
 		secret, k := store.NewKey(acct.ID, kind, *name, time.Now())
+		if *routing != "" {
+			k.Routing = []byte(*routing)
+		}
+		for m := range strings.SplitSeq(*models, ",") {
+			if m = strings.TrimSpace(m); m != "" {
+				k.Models = append(k.Models, m)
+			}
+		}
 		if keyCap != nil {
 			// Before the key exists, so that it never works without its cap.
 			keyCap.Scope = store.KeyScope(k.ID)

@@ -17,6 +17,7 @@ const (
 	TypeServer            = "server_error"
 	TypeUpstream          = "upstream_error"
 	TypeInsufficientQuota = "insufficient_quota"
+	TypePermission        = "permission_error"
 
 	CodeMissingAPIKey       = "missing_api_key"
 	CodeInvalidAPIKey       = "invalid_api_key"
@@ -29,6 +30,7 @@ const (
 	CodeProviderError       = "provider_error"
 	CodeInsufficientCredits = "insufficient_credits"
 	CodeSpendLimitExceeded  = "spend_limit_exceeded"
+	CodeModelNotAllowed     = "model_not_allowed"
 	CodeNotFound            = "not_found"
 )
 

@@ -64,6 +64,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 		}
 		return api.BadRequest("provider", api.CodeInvalidValue, "Invalid 'provider': %v.", err)
 	}
+	if prefs, rt, err = g.keyRules(c.key, req.Model, prefs, rt); err != nil {
+		return err
+	}
 	session := affinityKey(c, r, user)
 	promptBytes := len(req.Messages) + len(req.Prompt)
 	t := &try{
@@ -105,6 +108,32 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 		}
 		return g.finish(c, job, t, res, bill, u)
 	}
+}
+
+// keyRules applies the API key's rules: its routing preferences are the defaults of the
+// request's, and when it lists models, the request may use only those, and they are the
+// fallbacks of a request that names none.
+func (g *Gateway) keyRules(k *store.Key, model string, prefs matcher.Prefs, rt api.Routing) (matcher.Prefs, api.Routing, error) {
+	if len(k.Routing) > 0 {
+		defaults, err := matcher.ParsePrefs(k.Routing)
+		if err != nil {
+			return prefs, rt, fmt.Errorf("routing defaults of key %s: %w", k.ID, err)
+		}
+		prefs = prefs.Merge(defaults)
+	}
+	if len(k.Models) == 0 {
+		return prefs, rt, nil
+	}
+	for _, m := range append([]string{model}, rt.Models...) {
+		if base, _ := g.resolveModel(m); !slices.Contains(k.Models, m) && !slices.Contains(k.Models, base) {
+			return prefs, rt, &api.Error{Status: http.StatusForbidden, Type: api.TypePermission, Param: "model", Code: api.CodeModelNotAllowed,
+				Message: fmt.Sprintf("This API key may use only these models: %s; not '%s'.", strings.Join(k.Models, ", "), m)}
+		}
+	}
+	if len(rt.Models) == 0 {
+		rt.Models = k.Models
+	}
+	return prefs, rt, nil
 }
 
 // modelsToTry is the requested model, then the fallback models, without repeats.

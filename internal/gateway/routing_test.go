@@ -8,10 +8,12 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/shareai/shareai/internal/api"
+	"github.com/shareai/shareai/internal/store"
 	"github.com/shareai/shareai/internal/testenv"
 )
 
@@ -190,4 +192,41 @@ func getJSON(t *testing.T, env *testenv.Env, path string, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// An API key's routing preferences are the defaults of its requests, and its list of models
+// limits what it may use.
+func TestRouting_KeyRules(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Providers: 2, Regions: []string{"de", "us"}})
+	ctx := context.Background()
+	k, err := env.Store.KeyByHash(ctx, store.HashSecret(env.APIKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, ruled := store.NewKey(k.AccountID, store.KeyBuyer, "ruled", time.Now())
+	ruled.Routing = []byte(`{"regions":["de"]}`)
+	ruled.Models = []string{"sim/qwen-2.5-7b"}
+	if err := env.Store.CreateKey(ctx, ruled); err != nil {
+		t.Fatal(err)
+	}
+	send := func(model string) (int, string, string) {
+		body := fmt.Sprintf(`{"model":%q,"max_tokens":3,"messages":[{"role":"user","content":"hi"}]}`, model)
+		req, _ := http.NewRequest(http.MethodPost, env.BaseURL()+"/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("X-Shareai-Node"), string(b)
+	}
+	if status, _, body := send("sim/llama-3.1-8b"); status != http.StatusForbidden || !strings.Contains(body, `"model_not_allowed"`) {
+		t.Errorf("a model the key may not use: %d %s", status, body)
+	}
+	for range 6 {
+		if status, node, body := send("sim/qwen-2.5-7b"); status != 200 || node != env.Agents[0].NodeID() {
+			t.Fatalf("allowed model: %d from %s (%s); want the node in de, the key's region", status, node, body)
+		}
+	}
 }

@@ -41,6 +41,11 @@ type Key struct {
 	Hash      []byte // SHA-256 of the secret
 	CreatedAt time.Time
 	RevokedAt time.Time // zero while the key is valid
+	// Routing holds the key's default routing preferences, as the JSON of a request's provider
+	// object; nil when none.
+	Routing []byte
+	// Models lists the models the key may use, in order of preference; empty: any.
+	Models []string
 }
 
 // Revoked reports whether the key no longer works.

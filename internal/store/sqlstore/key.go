@@ -14,7 +14,7 @@ import (
 // ErrAmbiguous is returned by RevokeKey when a prefix names more than one key.
 var ErrAmbiguous = errors.New("ambiguous")
 
-const keyColumns = `id, account_id, kind, name, prefix, hash, created_at, revoked_at`
+const keyColumns = `id, account_id, kind, name, prefix, hash, created_at, revoked_at, routing, models`
 
 // CreateKey stores a key; its ID and Hash must be set. store.ErrConflict if the id or hash is
 // taken, store.ErrNotFound if the account does not exist.
@@ -25,8 +25,9 @@ func (db *DB) CreateKey(ctx context.Context, k *store.Key) error {
 	if k.Kind != store.KeyBuyer && k.Kind != store.KeyProvider {
 		return fmt.Errorf("create key %s: unknown kind %q", k.ID, k.Kind)
 	}
-	_, err := db.w.ExecContext(ctx, db.q(`INSERT INTO api_keys (`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
-		k.ID, k.AccountID, k.Kind, k.Name, k.Prefix, k.Hash, millis(k.CreatedAt), nullMillis(k.RevokedAt))
+	_, err := db.w.ExecContext(ctx, db.q(`INSERT INTO api_keys (`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		k.ID, k.AccountID, k.Kind, k.Name, k.Prefix, k.Hash, millis(k.CreatedAt), nullMillis(k.RevokedAt),
+		jsonText(k.Routing), strings.Join(k.Models, ","))
 	if err != nil {
 		return fmt.Errorf("create key %s: %w", k.ID, dbError(err))
 	}
@@ -147,9 +148,15 @@ func scanKey(row interface{ Scan(...any) error }) (*store.Key, error) {
 		k       store.Key
 		created int64
 		revoked sql.NullInt64
+		routing sql.NullString
+		models  string
 	)
-	if err := row.Scan(&k.ID, &k.AccountID, &k.Kind, &k.Name, &k.Prefix, &k.Hash, &created, &revoked); err != nil {
+	if err := row.Scan(&k.ID, &k.AccountID, &k.Kind, &k.Name, &k.Prefix, &k.Hash, &created, &revoked, &routing, &models); err != nil {
 		return nil, err
+	}
+	k.Routing = fromJSONText(routing)
+	if models != "" {
+		k.Models = strings.Split(models, ",")
 	}
 	k.CreatedAt = fromMillis(created)
 	k.RevokedAt = fromNullMillis(revoked)
