@@ -52,6 +52,7 @@ type Gateway struct {
 	log      *slog.Logger
 	keys     keyCache
 	affinity affinity
+	cands    candidates
 }
 
 // New returns a gateway. Call Close to flush usage records.
