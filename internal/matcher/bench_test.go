@@ -3,6 +3,7 @@ package matcher
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -43,6 +44,30 @@ func BenchmarkMatch_100k(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkMatch_FleetSize is one decision (match and pick, default preferences) at 1k, 10k
+// and 100k nodes serving the model, with its p50 and p99 in µs.
+func BenchmarkMatch_FleetSize(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 100_000} {
+		cands := fleetOf(n)
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			rng := seeded()
+			times := make([]time.Duration, 0, b.N)
+			b.ReportAllocs()
+			for b.Loop() {
+				start := time.Now()
+				r := Match(Request{Model: model, Rand: rng}, cands)
+				if _, err := r.Pick(); err != nil {
+					b.Fatal(err)
+				}
+				times = append(times, time.Since(start))
+			}
+			slices.Sort(times)
+			b.ReportMetric(float64(times[len(times)/2].Nanoseconds())/1000, "p50-µs")
+			b.ReportMetric(float64(times[len(times)*99/100].Nanoseconds())/1000, "p99-µs")
 		})
 	}
 }
