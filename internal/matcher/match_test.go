@@ -214,6 +214,7 @@ func TestMatch_SpreadsTies(t *testing.T) {
 	if got["dear"] != 0 {
 		t.Errorf("the dearer node got %d requests; want 0", got["dear"])
 	}
+	t.Logf("shares over %d draws: %v", draws, got)
 	for i := range nodes {
 		id := fmt.Sprint("n", i)
 		if n := got[id]; n < draws/nodes*9/10 || n > draws/nodes*11/10 {
