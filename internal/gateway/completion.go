@@ -153,7 +153,7 @@ var sortSuffixes = map[string]string{":floor": "price", ":nitro": "throughput"}
 // resolveModel returns the model to look for and the sort its suffix asks for: "m:floor" is
 // m sorted by price unless a model is really named "m:floor".
 func (g *Gateway) resolveModel(model string) (string, string) {
-	if len(g.candidates(model)) > 0 {
+	if g.index(model).Len() > 0 {
 		return model, ""
 	}
 	for suffix, sort := range sortSuffixes {
@@ -306,11 +306,7 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 	)
 	for len(t.tried) < maxNodes && len(t.models) > 0 {
 		model, sort := g.resolveModel(t.models[0])
-		cands := g.candidates(model)
-		if t.held > 0 {
-			// A later attempt: only nodes whose cost fits the hold placed for the first.
-			cands = slices.DeleteFunc(slices.Clone(cands), func(c matcher.Candidate) bool { return g.maxCost(c.Offer, req, t.bounds) > t.held })
-		}
+		ix := g.index(model)
 		prefs := t.prefs
 		if prefs.Sort == "" {
 			prefs.Sort = sort
@@ -319,11 +315,26 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 			// Affinity: the node the session used last comes first while it is eligible.
 			prefs.Order = []string{t.session}
 		}
-		ranking := matcher.Match(matcher.Request{Model: model, Prefs: prefs, Excluded: t.tried}, cands)
-		cand, err := ranking.Pick()
+		mreq := matcher.Request{Model: model, Prefs: prefs, Excluded: t.tried}
+		var (
+			cand matcher.Candidate
+			err  error
+		)
+		switch {
+		case t.held > 0:
+			// A later attempt: only nodes whose cost fits the hold placed for the first.
+			cands := slices.DeleteFunc(slices.Clone(ix.Candidates()), func(c matcher.Candidate) bool { return g.maxCost(c.Offer, req, t.bounds) > t.held })
+			ranking := matcher.Match(mreq, cands)
+			cand, err = ranking.Pick()
+		case matcher.Walkable(prefs):
+			cand, err = ix.Pick(mreq)
+		default:
+			ranking := matcher.Match(mreq, ix.Candidates())
+			cand, err = ranking.Pick()
+		}
 		if err != nil {
 			if refusal == nil && len(t.tried) == 0 {
-				refusal = noNode(model, len(cands), err)
+				refusal = noNode(model, ix.Len(), err)
 			}
 			t.models = t.models[1:] // the next fallback model, if any
 			continue
