@@ -386,7 +386,19 @@ func (c *conn) heartbeat(ctx context.Context, every time.Duration) error {
 		c.mu.Lock()
 		n := len(c.jobs)
 		c.mu.Unlock()
-		if err := c.send(protocol.Frame{Type: protocol.TypeHeartbeat, Heartbeat: &protocol.Heartbeat{Running: n}}); err != nil {
+		hb := &protocol.Heartbeat{Running: n}
+		if l, ok := c.a.cfg.Engine.(engine.Loader); ok {
+			lctx, cancel := context.WithTimeout(ctx, every/2)
+			loaded, err := l.Loaded(lctx)
+			cancel()
+			if err == nil {
+				hb.Loaded = append(loaded[:0:0], loaded...)
+				if hb.Loaded == nil {
+					hb.Loaded = []string{} // nothing loaded, which is not "cannot tell"
+				}
+			}
+		}
+		if err := c.send(protocol.Frame{Type: protocol.TypeHeartbeat, Heartbeat: hb}); err != nil {
 			return nil
 		}
 	}

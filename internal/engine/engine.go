@@ -36,6 +36,12 @@ type Output interface {
 	Flush() error
 }
 
+// Loader is an Engine that can tell which of its models are loaded in memory (warm), so the
+// matcher can prefer nodes that need not load the model first.
+type Loader interface {
+	Loaded(ctx context.Context) ([]string, error)
+}
+
 // Emit is an Output that hands each piece to a function at once; Flush does nothing.
 type Emit func(protocol.Delta) error
 

@@ -98,7 +98,15 @@ func (f *Fleet) Nodes() []*Node {
 	return ns
 }
 
-// Changed returns a channel that is closed the next time a node joins or leaves.
+// changedNow tells the watchers of Changed that something they rank by has changed.
+func (f *Fleet) changedNow() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.notify()
+}
+
+// Changed returns a channel that is closed the next time a node joins or leaves, or a model
+// is loaded or unloaded on a node.
 func (f *Fleet) Changed() <-chan struct{} {
 	f.mu.RLock()
 	defer f.mu.RUnlock()

@@ -347,8 +347,13 @@ func (s *session) handle(fr protocol.Frame) error {
 	switch fr.Type {
 	case protocol.TypeHeartbeat:
 		if hb := fr.Heartbeat; hb != nil && s.node != nil {
+			changed := false
 			for _, o := range s.node.Offers {
-				o.cold.Store(hb.Loaded != nil && !slices.Contains(hb.Loaded, o.Model))
+				cold := hb.Loaded != nil && !slices.Contains(hb.Loaded, o.Model)
+				changed = o.cold.Swap(cold) != cold || changed
+			}
+			if changed {
+				s.fleet.changedNow() // rankings order warm nodes first
 			}
 		}
 		return nil

@@ -138,7 +138,7 @@ type Heartbeat struct {
 	Running int `json:"running"` // jobs running on the node now
 	// Loaded lists the offered models loaded in memory now (warm); nil when the engine cannot
 	// tell, and then every offer counts as warm.
-	Loaded []string `json:"loaded,omitempty"`
+	Loaded []string `json:"loaded"` // null: cannot tell; []: none loaded
 }
 
 // Kinds of request.

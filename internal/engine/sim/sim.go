@@ -128,6 +128,15 @@ func (e *Engine) Answer(req *protocol.Request) string {
 	return j.text.s
 }
 
+// Loaded lists the models loaded: a simulated GPU holds all of them.
+func (e *Engine) Loaded(ctx context.Context) ([]string, error) {
+	names := make([]string, len(e.models))
+	for i, m := range e.models {
+		names[i] = m.Name
+	}
+	return names, nil
+}
+
 // Run streams the answer to req, one token per delta, waiting TTFT before the first delta and
 // 1/TokensPerSecond between deltas. It refuses models it does not serve, prompts longer than
 // the model's context, and malformed requests with a *engine.RequestError. max_tokens and stop
