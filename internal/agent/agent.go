@@ -187,6 +187,7 @@ func (a *Agent) offers(ctx context.Context) ([]protocol.Offer, error) {
 	for i, m := range models {
 		offers[i] = protocol.Offer{
 			Model: m.Name, ContextLength: cmp.Or(m.ContextLength, a.cfg.ContextLength), MaxConcurrent: a.cfg.MaxConcurrent,
+			Continues:  m.Continues,
 			InputPrice: int64(a.cfg.InputPrice), OutputPrice: int64(a.cfg.OutputPrice), Quantization: a.cfg.Quantization,
 		}
 	}

@@ -55,6 +55,9 @@ func (f Emit) Flush() error { return nil }
 type Model struct {
 	Name          string
 	ContextLength int // 0 when unknown
+	// Continues is true when the engine continues a chat whose last message is a partial
+	// assistant answer exactly from where it stops (for mid-stream failover).
+	Continues bool
 }
 
 // Result ends a successful run.

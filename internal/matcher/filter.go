@@ -13,6 +13,7 @@ type filter struct {
 	regions   regionSet
 	inRegions bool // Regions given
 	sort      string
+	continues bool // only nodes that can take over a partial answer
 }
 
 func newFilter(p Prefs, excluded map[string]bool) filter {
@@ -61,6 +62,9 @@ func (f *filter) check(c *Candidate) (reason, int) {
 	}
 	if p.MinReliability != nil && !(c.Reliability >= *p.MinReliability) {
 		return unreliable, 0
+	}
+	if f.continues && !c.Continues {
+		return noContinue, 0
 	}
 	if c.Running >= c.MaxConcurrent {
 		return busy, 0

@@ -67,6 +67,7 @@ func Walkable(p Prefs) bool {
 // *NoProvider counting each node's reason.
 func (ix *Index) Pick(req Request) (Candidate, error) {
 	f := newFilter(req.Prefs, req.Excluded)
+	f.continues = req.Continuation
 	var counts [numReasons]int
 	for g := 0; g+1 < len(ix.groups); g++ {
 		group := ix.cands[ix.groups[g]:ix.groups[g+1]]

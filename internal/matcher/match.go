@@ -28,6 +28,8 @@ type Request struct {
 	// Depth is how many of the best candidates the ranking holds (it scans again if Pick
 	// exhausts them): 0 is DefaultDepth, at most MaxDepth.
 	Depth int
+	// Continuation asks for nodes that can take over a partial answer.
+	Continuation bool
 }
 
 // Ranking is the outcome of Match: the best eligible candidates in order, and counts of why
@@ -98,6 +100,7 @@ func (a *rankKey) less(b *rankKey) bool {
 func Match(req Request, cands []Candidate) Ranking {
 	r := Ranking{Model: req.Model, Serving: len(cands), req: req, cands: cands}
 	r.f = newFilter(req.Prefs, req.Excluded)
+	r.f.continues = req.Continuation
 	r.scan(true)
 	return r
 }

@@ -30,6 +30,7 @@ type Candidate struct {
 	TTFT            time.Duration // time to first token for the model; 0 unknown
 	TokensPerSecond float64       // 0 unknown
 	Warm            bool          // the model is loaded
+	Continues       bool          // the node can take over a partial answer
 
 	// Offer is where Pick takes a slot. A candidate without one (a what-if ranking, a test)
 	// is taken without a slot.
@@ -54,6 +55,7 @@ func FromOffers(offers []*fleet.Offer) []Candidate {
 			TTFT:            st.TTFT,
 			TokensPerSecond: st.TokensPerSecond,
 			Warm:            o.Warm(),
+			Continues:       o.Continues,
 		}
 		if n := o.Node; n != nil {
 			c.NodeID, c.ProviderID, c.Region, c.RTT = n.ID, n.AccountID, country(n.Region), n.RTT()

@@ -21,6 +21,7 @@ const (
 	ReasonPrice       = "over max price"
 	ReasonReliability = "below min reliability"
 	ReasonBusy        = "busy" // no free slot
+	ReasonContinue    = "cannot continue an answer"
 )
 
 // reason indexes the counters of a Ranking; eligible is not a reason.
@@ -36,6 +37,7 @@ const (
 	quantized
 	overPrice
 	unreliable
+	noContinue
 	busy
 	numReasons
 )
@@ -43,7 +45,7 @@ const (
 var reasonText = [numReasons]string{
 	excluded: ReasonExcluded, ignored: ReasonIgnored, notOnly: ReasonNotOnly, notOrder: ReasonNotOrder,
 	outsideRegion: ReasonRegion, quantized: ReasonQuantized, overPrice: ReasonPrice,
-	unreliable: ReasonReliability, busy: ReasonBusy,
+	unreliable: ReasonReliability, noContinue: ReasonContinue, busy: ReasonBusy,
 }
 
 // NoProvider says why no node could take a request: how many serve the model, and how many

@@ -117,10 +117,13 @@ type GPU struct {
 
 // Offer is one model a node serves, at the provider's ask.
 type Offer struct {
-	Model         string `json:"model"`
-	Quantization  string `json:"quantization,omitempty"` // e.g. Q4_K_M, fp8; "" when unknown
-	ContextLength int    `json:"context_length,omitempty"`
-	MaxConcurrent int    `json:"max_concurrent"`
+	Model        string `json:"model"`
+	Quantization string `json:"quantization,omitempty"` // e.g. Q4_K_M, fp8; "" when unknown
+	// Continues is true when the node continues a partial assistant answer exactly, so it can
+	// take over an answer another node left unfinished.
+	Continues     bool `json:"continues,omitempty"`
+	ContextLength int  `json:"context_length,omitempty"`
+	MaxConcurrent int  `json:"max_concurrent"`
 	// InputPrice and OutputPrice are the provider's ask, in nano-dollars per million input
 	// and output tokens (150000000 is $0.15 per 1M tokens).
 	InputPrice  int64 `json:"input_price"`

@@ -69,7 +69,11 @@ func (e *Engine) Name() string { return "sim" }
 
 // Models returns the configured models.
 func (e *Engine) Models(context.Context) ([]engine.Model, error) {
-	return slices.Clone(e.models), nil
+	ms := slices.Clone(e.models)
+	for i := range ms {
+		ms[i].Continues = true // a simulated answer continues exactly from any prefix
+	}
+	return ms, nil
 }
 
 // job is what Run emits for a request: text, or a tool call.

@@ -63,13 +63,20 @@ func TestEngine_NameAndModels(t *testing.T) {
 		t.Errorf("Name() = %q, want %q", got, "sim")
 	}
 	custom := []engine.Model{{Name: "sim/tiny", ContextLength: 512}}
+	continuing := func(ms []engine.Model) []engine.Model {
+		ms = slices.Clone(ms)
+		for i := range ms {
+			ms[i].Continues = true // every simulated model continues a partial answer
+		}
+		return ms
+	}
 	tests := []struct {
 		name string
 		cfg  Config
 		want []engine.Model
 	}{
-		{"default", Config{}, DefaultModels},
-		{"configured", Config{Models: custom}, custom},
+		{"default", Config{}, continuing(DefaultModels)},
+		{"configured", Config{Models: custom}, continuing(custom)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
