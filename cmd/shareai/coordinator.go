@@ -54,6 +54,7 @@ SQLite in --data-dir. Create keys with 'shareai keys' on this machine.`); err !=
 		Store: st, Log: log, DrainTimeout: cfg.DrainTimeout, HeartbeatInterval: cfg.HeartbeatInterval,
 		MaxBodyBytes: cfg.MaxBodyBytes, TLS: tlsCfg,
 		FeeBasisPoints: fee, SettlementDelay: cfg.Money.SettlementDelay, DefaultMaxTokens: cfg.Money.DefaultMaxTokens,
+		StallTimeout: cfg.StallTimeout,
 	})
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

@@ -99,6 +99,7 @@ type Coordinator struct {
 	DrainTimeout      time.Duration
 	HeartbeatInterval time.Duration
 	MaxBodyBytes      int64
+	StallTimeout      time.Duration
 	Money             Money
 	Log               Log
 }
@@ -173,6 +174,7 @@ func (c *Coordinator) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "how long shutdown waits for streams in flight")
 	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", 5*time.Second, "how often agents send heartbeats")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", 16<<20, "largest request body accepted")
+	fs.DurationVar(&c.StallTimeout, "stall-timeout", 30*time.Second, "the most a node may stay silent mid-answer before another node continues the answer")
 	c.Money.Flags(fs)
 	c.Log.Flags(fs)
 }

@@ -34,6 +34,8 @@ type Config struct {
 	FeeBasisPoints   int
 	SettlementDelay  time.Duration // providers' earnings stay pending this long; default 72h
 	DefaultMaxTokens int           // bounds requests without max_tokens; default 4096
+	// StallTimeout is the most a node may stay silent mid-answer before another takes over.
+	StallTimeout time.Duration
 }
 
 // Coordinator is a running coordinator.
@@ -68,7 +70,7 @@ func New(cfg Config) *Coordinator {
 	})
 	c.Gateway = gateway.New(gateway.Config{
 		Store: cfg.Store, Fleet: c.Fleet, Ledger: c.Ledger, Log: cfg.Log,
-		MaxBodyBytes: cfg.MaxBodyBytes, KeyCacheTTL: cfg.KeyCacheTTL,
+		MaxBodyBytes: cfg.MaxBodyBytes, KeyCacheTTL: cfg.KeyCacheTTL, StallTimeout: cfg.StallTimeout,
 	})
 	mux := http.NewServeMux()
 	c.Gateway.Register(mux)

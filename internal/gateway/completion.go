@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -49,7 +50,7 @@ const checkpointEvery = 2 * time.Second
 
 // maxNodes bounds how many nodes a request is offered to: when a node vanishes between being
 // picked and receiving the job, or fails before its first token.
-const maxNodes = 3
+const maxNodes = 4
 
 // serve runs a validated request on a node, relays the answer and bills it. The node is the
 // best for the buyer's routing preferences among those serving the model, or the fallback
@@ -80,34 +81,98 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 		RequestID: c.id, AccountID: c.key.AccountID, KeyID: c.key.ID,
 		Endpoint: req.Kind, Stream: stream, CreatedAt: c.start,
 	}
+	st := &relay.State{Start: c.start}
 	var sink relay.Sink
 	for {
 		job, err := g.dispatch(r.Context(), c, req, t)
 		if err != nil {
-			return err
+			if !st.Started {
+				return err
+			}
+			// The answer started and no node can finish it: say so, never end it as complete.
+			return g.fail(c, t, sink, u, fmt.Errorf("no node could continue the answer: %w", err))
 		}
-		if sink == nil {
+		if !st.Started {
 			// The answer names the model that serves it: the first choice or a fallback.
 			sink = newSink(w, c, req, stream, opts)
+			w.Header().Set(HeaderNode, job.Offer.Node.ID)
 		}
 		node := job.Offer.Node
-		w.Header().Set(HeaderNode, node.ID)
 		u.Model, u.NodeID, u.Region = req.Model, node.ID, node.Region
-		res, bill := g.relay(r, c, job, t, sink, u)
-		if res.Outcome == relay.Refused && nodeFailed(res.Err) {
+		res, bill := g.relay(r, c, job, t, st, sink, u)
+		switch {
+		case res.Outcome == relay.Refused && nodeFailed(res.Err):
 			job.Offer.Observe(false, 0, 0) // it counts against the node
-		}
-		if res.Outcome == relay.Refused && nodeFailed(res.Err) && len(t.tried) < maxNodes {
-			// Nothing has reached the buyer: the next node starts the answer afresh.
-			g.log.Info("node failed before answering; trying another", logRequestID, c.id, logNode, node.ID, "err", res.Err)
-			t.failure = fmt.Errorf("node %s failed before answering: %w", node.ID, res.Err)
+			if len(t.tried) < maxNodes {
+				// Nothing has reached the buyer: the next node starts the answer afresh.
+				g.log.Info("node failed before answering; trying another", logRequestID, c.id, logNode, node.ID, "err", res.Err)
+				t.failure = fmt.Errorf("node %s failed before answering: %w", node.ID, res.Err)
+				continue
+			}
+		case res.Outcome == relay.Failed:
+			job.Offer.Observe(false, 0, 0)
+			t.parts = append(t.parts, t.work(job, t.cutShort(res), res.Delivered))
+			if why := continuable(req, st); why != "" {
+				return g.fail(c, t, sink, u, fmt.Errorf("node %s failed mid-answer (%v), and %s", node.ID, res.Err, why))
+			}
+			// Another node continues from exactly where this one stopped.
+			g.log.Info("node failed mid-answer; continuing on another", logRequestID, c.id, logNode, node.ID, "err", res.Err, "delivered", st.Delivered)
+			req = continuation(t.original(req), st.Text.String(), t.bounds.CompletionTokens)
+			t.continuing = true
+			t.failure = fmt.Errorf("node %s failed mid-answer: %w", node.ID, res.Err)
 			continue
-		}
-		if res.Outcome == relay.OK {
+		case res.Outcome == relay.OK:
 			g.affinity.put(session, node.ID)
 		}
-		return g.finish(c, job, t, res, bill, u)
+		return g.finish(c, job, t, st, res, bill, u)
 	}
+}
+
+// continuable says why an answer that has started cannot be continued on another node, or "".
+func continuable(req *protocol.Request, st *relay.State) string {
+	switch {
+	case st.Other:
+		return "an answer with tool calls or reasoning is not continued as text"
+	case req.Kind == protocol.KindChat && len(req.Messages) == 0:
+		return "the request has no messages"
+	}
+	return ""
+}
+
+// continuation is the job that continues req's answer from text: the chat with the answer so
+// far as a trailing assistant message (which engines that continue extend), or the prompt
+// followed by the text.
+func continuation(req *protocol.Request, text string, maxTokens int) *protocol.Request {
+	c := *req
+	c.Continue = true
+	if req.Kind == protocol.KindChat {
+		msgs := bytes.TrimRight(req.Messages, " \t\r\n")
+		b := make([]byte, 0, len(msgs)+len(text)+48)
+		b = append(b, msgs[:len(msgs)-1]...)
+		b = append(b, `,{"role":"assistant","content":`...)
+		b = api.AppendString(b, text)
+		b = append(b, "}]"...)
+		c.Messages = b
+	} else {
+		c.Prompt = req.Prompt + text
+	}
+	if req.MaxTokens > 0 {
+		// The engine counts tokens; the coordinator can only estimate those delivered.
+		c.MaxTokens = max(1, maxTokens-ledger.EstimateTokens(len(text)))
+	}
+	return &c
+}
+
+// fail ends an answer that started but cannot be finished, and bills what was delivered.
+func (g *Gateway) fail(c *call, t *try, sink relay.Sink, u *store.Usage, err error) error {
+	if werr := sink.Fail(err); werr == nil {
+		sink.Flush()
+	}
+	u.Outcome, u.Error, u.Duration = store.OutcomeError, err.Error(), g.cfg.Now().Sub(c.start)
+	bill := g.cfg.Ledger.Price(c.id, t.bounds, t.parts)
+	u.PromptTokens, u.CompletionTokens = bill.PromptTokens, bill.CompletionTokens
+	g.cfg.Ledger.SettleLater(bill, u)
+	return nil
 }
 
 // keyRules applies the API key's rules: its routing preferences are the defaults of the
@@ -173,7 +238,32 @@ type try struct {
 	held    money.Nanos     // once held, only nodes whose cost fits the hold are tried
 	tried   map[string]bool // nodes that got the job
 	ask     ledger.Ask      // of the node of the current attempt
-	failure error           // why the last node failed before answering
+	failure error           // why the last node failed
+	// parts are the work of nodes that failed mid-answer, each paid for what it delivered.
+	parts      []ledger.Work
+	continuing bool              // the answer started: only nodes that continue can take it
+	first      *protocol.Request // the request before any continuation
+}
+
+// original returns the buyer's request, as it was before any continuation.
+func (t *try) original(req *protocol.Request) *protocol.Request {
+	if t.first == nil {
+		t.first = req
+	}
+	return t.first
+}
+
+// cutShort is the usage of a node that failed mid-answer: what it reported, or else the
+// coordinator's estimate (its prompt, and the tokens in what it delivered).
+func (t *try) cutShort(res relay.Result) protocol.Usage {
+	u := res.Usage
+	if u.PromptTokens == 0 {
+		u.PromptTokens = t.bounds.PromptEstimate
+	}
+	if u.CompletionTokens == 0 {
+		u.CompletionTokens = ledger.EstimateTokens(res.Delivered)
+	}
+	return u
 }
 
 func newSink(w http.ResponseWriter, c *call, req *protocol.Request, stream bool, opts *api.StreamOptions) relay.Sink {
@@ -205,10 +295,10 @@ func (t *try) work(job *fleet.Job, u protocol.Usage, delivered int) ledger.Work 
 
 // relay relays one node's answer to the buyer. It returns the answer's bill when the answer
 // ended whole (the bill is priced before its end is written), nil otherwise.
-func (g *Gateway) relay(r *http.Request, c *call, job *fleet.Job, t *try, sink relay.Sink, u *store.Usage) (relay.Result, *ledger.Bill) {
+func (g *Gateway) relay(r *http.Request, c *call, job *fleet.Job, t *try, st *relay.State, sink relay.Sink, u *store.Usage) (relay.Result, *ledger.Bill) {
 	var bill *ledger.Bill
 	price := func(used protocol.Usage, delivered int) (protocol.Usage, money.Nanos) {
-		bill = g.cfg.Ledger.Price(c.id, t.bounds, []ledger.Work{t.work(job, used, delivered)})
+		bill = g.cfg.Ledger.Price(c.id, t.bounds, append(slices.Clip(t.parts), t.work(job, used, delivered)))
 		return protocol.Usage{PromptTokens: bill.PromptTokens, CompletionTokens: bill.CompletionTokens}, bill.Cost()
 	}
 	// During a long answer, the bill of what was delivered so far is checkpointed, so that a
@@ -226,12 +316,13 @@ func (g *Gateway) relay(r *http.Request, c *call, job *fleet.Job, t *try, sink r
 			g.log.Warn("checkpoint request", logRequestID, c.id, "err", err)
 		}
 	}
-	return relay.Run(r.Context(), job, sink, c.start, price, progress), bill
+	res := relay.Run(r.Context(), job, sink, st, relay.Options{Bill: price, Progress: progress, StallCeiling: g.cfg.StallTimeout})
+	return res, bill
 }
 
 // finish records how the request ended and queues its bill: what was delivered, or nothing.
-func (g *Gateway) finish(c *call, job *fleet.Job, t *try, res relay.Result, bill *ledger.Bill, u *store.Usage) error {
-	u.FinishReason, u.TTFT, u.Duration = res.FinishReason, res.TTFT, g.cfg.Now().Sub(c.start)
+func (g *Gateway) finish(c *call, job *fleet.Job, t *try, st *relay.State, res relay.Result, bill *ledger.Bill, u *store.Usage) error {
+	u.FinishReason, u.TTFT, u.Duration = res.FinishReason, st.TTFT, g.cfg.Now().Sub(c.start)
 	var reqErr error
 	switch res.Outcome {
 	case relay.OK:
@@ -240,7 +331,6 @@ func (g *Gateway) finish(c *call, job *fleet.Job, t *try, res relay.Result, bill
 		u.Outcome, u.Error = store.OutcomeCancelled, "buyer disconnected"
 	case relay.Failed:
 		u.Outcome, u.Error = store.OutcomeError, res.Err.Error()
-		job.Offer.Observe(false, 0, 0)
 	case relay.Refused:
 		u.Outcome, u.Error = store.OutcomeError, res.Err.Error()
 		reqErr = refusal(job, res.Err)
@@ -260,7 +350,7 @@ func (g *Gateway) finish(c *call, job *fleet.Job, t *try, res relay.Result, bill
 		if used.PromptTokens == 0 {
 			used.PromptTokens = t.bounds.PromptEstimate
 		}
-		bill = g.cfg.Ledger.Price(c.id, t.bounds, []ledger.Work{t.work(job, used, res.Delivered)})
+		bill = g.cfg.Ledger.Price(c.id, t.bounds, append(t.parts, t.work(job, used, res.Delivered)))
 	}
 	if len(bill.Clamped) > 0 {
 		g.log.Warn("node claimed more tokens than it delivered; billed the coordinator's estimate", logRequestID, c.id, logNode, job.Offer.Node.ID,
@@ -268,12 +358,14 @@ func (g *Gateway) finish(c *call, job *fleet.Job, t *try, res relay.Result, bill
 			"billed_prompt", bill.PromptTokens, "billed_completion", bill.CompletionTokens)
 	}
 	u.PromptTokens, u.CompletionTokens = bill.PromptTokens, bill.CompletionTokens
-	if res.Outcome == relay.OK {
+	if res.Outcome == relay.OK && len(t.parts) == 0 {
 		var tps float64 // the output rate after the first token, of the tokens billed
-		if gen := u.Duration - res.TTFT; gen > 0 && bill.CompletionTokens > 1 {
+		if gen := u.Duration - st.TTFT; gen > 0 && bill.CompletionTokens > 1 {
 			tps = float64(bill.CompletionTokens-1) / gen.Seconds()
 		}
-		job.Offer.Observe(true, res.TTFT, tps)
+		job.Offer.Observe(true, st.TTFT, tps)
+	} else if res.Outcome == relay.OK {
+		job.Offer.Observe(true, 0, 0)
 	}
 	g.cfg.Ledger.SettleLater(bill, u)
 	if res.Outcome != relay.OK {
@@ -315,7 +407,7 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 			// Affinity: the node the session used last comes first while it is eligible.
 			prefs.Order = []string{t.session}
 		}
-		mreq := matcher.Request{Model: model, Prefs: prefs, Excluded: t.tried}
+		mreq := matcher.Request{Model: model, Prefs: prefs, Excluded: t.tried, Continuation: t.continuing}
 		var (
 			cand matcher.Candidate
 			err  error
@@ -335,6 +427,10 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 		if err != nil {
 			if refusal == nil && len(t.tried) == 0 {
 				refusal = noNode(model, ix.Len(), err)
+			}
+			if t.continuing {
+				t.failure = fmt.Errorf("%v (%w)", t.failure, err)
+				break // an answer is continued by the same model or not at all
 			}
 			t.models = t.models[1:] // the next fallback model, if any
 			continue

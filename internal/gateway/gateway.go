@@ -43,6 +43,9 @@ type Config struct {
 	Log          *slog.Logger
 	MaxBodyBytes int64         // default 16 MiB
 	KeyCacheTTL  time.Duration // how long a valid key is trusted without asking the store; default 10s
+	// StallTimeout is the most a node may stay silent in an answer before another takes over
+	// (between pieces the limit adapts to the node's pace, from 1 s). Default 30s.
+	StallTimeout time.Duration
 	Now          func() time.Time
 }
 
@@ -62,6 +65,9 @@ func New(cfg Config) *Gateway {
 	}
 	if cfg.KeyCacheTTL <= 0 {
 		cfg.KeyCacheTTL = 10 * time.Second
+	}
+	if cfg.StallTimeout <= 0 {
+		cfg.StallTimeout = 30 * time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -43,6 +43,7 @@ type Config struct {
 	FeeBasisPoints          int           // the platform fee
 	SettlementDelay         time.Duration // default 72h
 	DefaultMaxTokens        int           // default 4096
+	StallTimeout            time.Duration // default 30s
 	// Credit is deposited to the local buyer's account when it is created.
 	Credit  money.Nanos
 	Version string
@@ -207,6 +208,7 @@ func (n *Net) StartCoordinator() error {
 		Store: n.Store, Log: n.cfg.Log, HeartbeatInterval: n.cfg.HeartbeatInterval,
 		DrainTimeout: n.cfg.DrainTimeout, KeyCacheTTL: n.cfg.KeyCacheTTL,
 		FeeBasisPoints: n.cfg.FeeBasisPoints, SettlementDelay: n.cfg.SettlementDelay, DefaultMaxTokens: n.cfg.DefaultMaxTokens,
+		StallTimeout: n.cfg.StallTimeout,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	n.coord, n.stopC, n.coordErr = c, cancel, make(chan error, 1)

@@ -165,6 +165,11 @@ type Request struct {
 	Seed        *int64   `json:"seed,omitempty"`
 	Stop        []string `json:"stop,omitempty"`
 
+	// Continue marks a continuation: the last chat message is a partial assistant answer (or
+	// the prompt ends with one) that another node left unfinished, to be continued exactly
+	// from where it stops.
+	Continue bool `json:"continue,omitempty"`
+
 	Tools          json.RawMessage `json:"tools,omitempty"`
 	ToolChoice     json.RawMessage `json:"tool_choice,omitempty"`
 	ResponseFormat json.RawMessage `json:"response_format,omitempty"`

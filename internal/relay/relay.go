@@ -8,6 +8,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/shareai/shareai/internal/fleet"
@@ -27,60 +28,111 @@ type Sink interface {
 	Fail(err error) error
 }
 
-// Outcome of a relayed request.
+// Outcome of a relayed job.
 type Outcome int
 
 const (
 	OK        Outcome = iota // the answer was delivered whole
 	Cancelled                // the buyer went away; the job was cancelled
-	Failed                   // the node failed after the answer started; the buyer was told
-	Refused                  // the job ended with an error before anything was written
+	// Failed: the node failed (an error, its connection dropped, it stalled) after the answer
+	// started. Nothing was written about it: the caller continues the answer on another node,
+	// or ends it with Sink.Fail.
+	Failed
+	// Refused: the job ended with an error (or stalled) before anything was written.
+	Refused
 )
 
-// Biller prices an answer before its end is written: from the node's usage and the bytes of
-// answer relayed, it returns the usage to bill and its cost.
+// Biller prices an answer before its end is written: from the last node's usage and the bytes
+// of answer it relayed, it returns the usage to bill and its cost.
 type Biller func(u protocol.Usage, delivered int) (protocol.Usage, money.Nanos)
 
 // cancelWait bounds how long a cancelled job's end frame, with the node's usage, is awaited.
 const cancelWait = 2 * time.Second
 
-// Result is what happened.
+// State is what an answer carries from node to node when one takes over from another.
+type State struct {
+	Start   time.Time     // when the buyer's request arrived
+	Started bool          // something was written to the buyer
+	TTFT    time.Duration // from Start to the first piece; 0 when none came
+	// Text is the answer's content delivered so far, from which another node continues.
+	Text strings.Builder
+	// Other is true once the answer carries more than text (tool calls, reasoning): such an
+	// answer cannot be continued by another node.
+	Other bool
+	// Delivered is the size of the answer written in all: text, reasoning, tool calls.
+	Delivered int
+	// gap is a moving average of the time between pieces, for the stall timeout.
+	gap  time.Duration
+	last time.Time
+}
+
+// Options tune Run.
+type Options struct {
+	Bill Biller
+	// Progress, if not nil, is told the bytes delivered in all after each flush.
+	Progress func(delivered int)
+	// StallCeiling bounds how long a node may be silent: before its first piece, and as the
+	// most the adaptive timeout between pieces (ten times the pieces' usual gap, at least a
+	// second) may grow to. Zero: no stall detection.
+	StallCeiling time.Duration
+}
+
+// Result is what happened to one job.
 type Result struct {
 	Outcome      Outcome
 	FinishReason string
 	// Usage is the node's: from its end frame, also after a cancel when it came in time.
 	Usage protocol.Usage
-	// Delivered is the size of the answer written to the buyer: text, reasoning, tool calls.
+	// Delivered is the size of the answer this job's node delivered.
 	Delivered int
-	TTFT      time.Duration // from start to the first delta; 0 when none came
-	// Err is why the request did not end OK. When Outcome is Refused nothing has been written,
-	// and Err is a *protocol.Error the caller turns into an HTTP error.
+	// Err is why the job did not end OK. When Outcome is Refused nothing has been written,
+	// and Err is a *protocol.Error the caller turns into an HTTP error, or the stall.
 	Err error
 }
 
-// Run relays job to sink until the job ends or ctx (the buyer's request) is done. bill prices
-// the answer before its end is written; progress, if not nil, is told the bytes delivered after
-// each flush.
-func Run(ctx context.Context, job *fleet.Job, sink Sink, start time.Time, bill Biller, progress func(delivered int)) Result {
+// ErrStalled is a node silent for longer than its stall timeout.
+var ErrStalled = errors.New("node stalled")
+
+// Run relays job to sink until the job ends or ctx (the buyer's request) is done. st carries
+// the answer's state from job to job.
+func Run(ctx context.Context, job *fleet.Job, sink Sink, st *State, opts Options) Result {
 	var res Result
-	started := false
 	for {
-		fr, err := job.Next(ctx)
+		fr, err := next(ctx, job, st, opts.StallCeiling)
 		if err != nil {
+			if errors.Is(err, ErrStalled) && ctx.Err() == nil {
+				job.Cancel()
+				res.Outcome, res.Err = Failed, err
+				if !st.Started {
+					res.Outcome = Refused
+				}
+				return res
+			}
 			return cancel(job, res, err)
 		}
 		for {
 			if fr.Type == protocol.TypeEnd {
-				return end(sink, fr.End, res, started, bill)
+				return end(sink, fr.End, res, st, opts.Bill)
 			}
-			if !started {
-				started = true
-				res.TTFT = time.Since(start)
+			now := time.Now()
+			if !st.Started {
+				st.Started = true
+				st.TTFT = now.Sub(st.Start)
+			} else if gap := now.Sub(st.last); st.gap == 0 {
+				st.gap = gap
+			} else {
+				st.gap += (gap - st.gap) / 5
 			}
+			st.last = now
 			if err := sink.Delta(fr.Delta); err != nil {
 				return cancel(job, res, err)
 			}
-			res.Delivered += len(fr.Delta.Text) + len(fr.Delta.Reasoning) + len(fr.Delta.ToolCalls)
+			d := fr.Delta
+			st.Text.WriteString(d.Text)
+			st.Other = st.Other || d.Reasoning != "" || len(d.ToolCalls) > 0
+			n := len(d.Text) + len(d.Reasoning) + len(d.ToolCalls)
+			res.Delivered += n
+			st.Delivered += n
 			var ok bool
 			if fr, ok = job.TryNext(); !ok {
 				break
@@ -89,10 +141,31 @@ func Run(ctx context.Context, job *fleet.Job, sink Sink, start time.Time, bill B
 		if err := sink.Flush(); err != nil {
 			return cancel(job, res, err)
 		}
-		if progress != nil {
-			progress(res.Delivered)
+		if opts.Progress != nil {
+			opts.Progress(st.Delivered)
 		}
 	}
+}
+
+// next waits for the job's next frame, at most the stall timeout.
+func next(ctx context.Context, job *fleet.Job, st *State, ceiling time.Duration) (protocol.Frame, error) {
+	if ceiling <= 0 {
+		return job.Next(ctx)
+	}
+	if fr, ok := job.TryNext(); ok {
+		return fr, nil
+	}
+	timeout := ceiling
+	if st.Started && st.gap > 0 {
+		timeout = min(max(10*st.gap, time.Second), ceiling)
+	}
+	sctx, stop := context.WithTimeoutCause(ctx, timeout, ErrStalled)
+	defer stop()
+	fr, err := job.Next(sctx)
+	if err != nil && ctx.Err() == nil {
+		return fr, context.Cause(sctx)
+	}
+	return fr, err
 }
 
 // cancel stops the job because the buyer went away, and waits a little for the node's end
@@ -114,17 +187,14 @@ func cancel(job *fleet.Job, res Result, cause error) Result {
 	}
 }
 
-func end(sink Sink, e *protocol.End, res Result, started bool, bill Biller) Result {
+func end(sink Sink, e *protocol.End, res Result, st *State, bill Biller) Result {
 	res.Usage = e.Usage
 	switch {
-	case e.Error != nil && !started:
+	case e.Error != nil && !st.Started:
 		res.Outcome, res.Err = Refused, e.Error
 		return res
 	case e.Error != nil:
 		res.Outcome, res.Err = Failed, e.Error
-		if err := sink.Fail(e.Error); err == nil {
-			sink.Flush()
-		}
 		return res
 	case e.FinishReason == protocol.FinishCancelled:
 		// Only the coordinator cancels jobs, and it stops reading when it does.

@@ -33,6 +33,7 @@ type Options struct {
 	HeartbeatInterval time.Duration
 	KeyCacheTTL       time.Duration
 	Regions           []string // agent i's region is Regions[i % len(Regions)]
+	StallTimeout      time.Duration
 	// Credit is the buyer's starting balance; default $1000. Prices default to $0.05 and
 	// $0.10 per million input and output tokens, the fee to 5%.
 	Credit                  money.Nanos
@@ -77,7 +78,7 @@ func New(t testing.TB, opts Options) *Env {
 	n, err := localnet.Start(ctx, localnet.Config{
 		DataDir: t.TempDir(), Addr: "127.0.0.1:0", Providers: opts.Providers,
 		NewEngine: opts.NewEngine, MaxConcurrent: opts.MaxConcurrent,
-		HeartbeatInterval: opts.HeartbeatInterval, KeyCacheTTL: opts.KeyCacheTTL, Regions: opts.Regions,
+		HeartbeatInterval: opts.HeartbeatInterval, KeyCacheTTL: opts.KeyCacheTTL, Regions: opts.Regions, StallTimeout: opts.StallTimeout,
 		DrainTimeout: 5 * time.Second, Log: log,
 		Credit: opts.Credit, InputPrice: opts.InputPrice, OutputPrice: opts.OutputPrice, FeeBasisPoints: opts.FeeBasisPoints,
 	})
