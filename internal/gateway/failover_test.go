@@ -199,3 +199,42 @@ func TestFailover_NoNodeLeft(t *testing.T) {
 		t.Errorf("done %v, finish %v, error %q; want an error end that says no node could continue", a.done, a.finish, a.errText)
 	}
 }
+
+// A non-streamed answer fails over the same way: the buyer just receives the whole answer.
+func TestFailover_NonStreamed(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Providers: 2, Sim: sim.Config{TokensPerSecond: 100}})
+	const prompt = "A whole answer, please."
+	done := make(chan struct{})
+	var got struct {
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	var status int
+	go func() {
+		defer close(done)
+		body, _ := json.Marshal(map[string]any{"model": model, "seed": 5,
+			"messages": []map[string]string{{"role": "user", "content": prompt}}})
+		resp := env.Post("/chat/completions", string(body))
+		defer resp.Body.Close()
+		status = resp.StatusCode
+		json.NewDecoder(resp.Body).Decode(&got)
+	}()
+	env.WaitFor("the answer to be under way", func() bool { c, _ := env.Running(); return c == 1 })
+	// Let some of it be generated (if the drop came before the first token, the request would
+	// be retried instead, and still pass: the streamed tests pin mid-answer failover exactly).
+	time.Sleep(100 * time.Millisecond)
+	for i, a := range env.Agents {
+		if n := env.Coordinator().Fleet.Node(a.NodeID()); n != nil && n.Offers[0].Running()+n.Offers[1].Running() > 0 {
+			env.StopAgent(i)
+			break
+		}
+	}
+	<-done
+	if status != 200 || len(got.Choices) != 1 || got.Choices[0].Message.Content != want(t, prompt, 5) || got.Choices[0].FinishReason != "stop" {
+		t.Errorf("status %d, answer %+v; want the whole undisturbed answer", status, got)
+	}
+}
