@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/shareai/shareai/internal/agent"
 	"github.com/shareai/shareai/internal/config"
 	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/localnet"
@@ -33,7 +34,12 @@ environment for OpenAI SDKs once the network can serve. Ctrl-C stops everything.
 	in, out, _ := cfg.Ask.Prices()
 	fee, _ := cfg.Money.FeeBasisPoints()
 	credit, _ := money.ParseUSD(cfg.Credit)
+	chaos, err := agent.ParseChaos(cfg.Chaos)
+	if err != nil {
+		return fmt.Errorf("--chaos: %w", err)
+	}
 	n, err := localnet.Start(ctx, localnet.Config{
+		Chaos:      chaos,
 		InputPrice: in, OutputPrice: out, FeeBasisPoints: fee, SettlementDelay: cfg.Money.SettlementDelay,
 		DefaultMaxTokens: cfg.Money.DefaultMaxTokens, Credit: credit,
 		DataDir: cfg.DataDir, Addr: cfg.Addr, Providers: cfg.Providers, MaxConcurrent: cfg.MaxConcurrent,

@@ -53,7 +53,9 @@ type Config struct {
 	Quantization string
 	Hardware     protocol.Hardware
 	Version      string // the agent's build version
-	Log          *slog.Logger
+	// Chaos makes the node drop or stall mid-answer on purpose, for demos and tests.
+	Chaos Chaos
+	Log   *slog.Logger
 }
 
 // Agent is a running provider agent.

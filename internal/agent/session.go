@@ -247,7 +247,7 @@ func (c *conn) start(ctx context.Context, id string, req *protocol.Request) {
 // answer not sent yet.
 func (c *conn) run(ctx context.Context, id string, j *job, req *protocol.Request) protocol.Frame {
 	out := &output{c: c, ctx: ctx, id: id, grants: j.credit, credit: protocol.Window}
-	res, err := c.a.cfg.Engine.Run(ctx, req, out)
+	res, err := c.a.cfg.Engine.Run(ctx, req, c.withChaos(out, ctx.Done()))
 	fr := protocol.Frame{Type: protocol.TypeEnd, Job: id}
 	if ctx.Err() != nil {
 		// Cancelled by the coordinator (or the connection went away): report what was sent.

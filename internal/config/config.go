@@ -315,6 +315,7 @@ type Up struct {
 	Ask            Ask
 	Money          Money
 	Credit         string // USD given to the local buyer on first start
+	Chaos          string // drop=P,stall=P
 	Log            Log
 }
 
@@ -330,6 +331,7 @@ func (u *Up) Flags(fs *flag.FlagSet) {
 	fs.Float64Var(&u.SimTPS, "sim-tps", 60, "sim engine: tokens per second (0: no delay)")
 	fs.IntVar(&u.MaxConcurrent, "max-concurrent", 8, "jobs each agent runs at once per model")
 	fs.StringVar(&u.Credit, "credit", "100", "USD credited to the local buyer's account on first start")
+	fs.StringVar(&u.Chaos, "chaos", "", "make the simulated nodes misbehave mid-answer on a share of jobs, to watch failover: drop=0.3,stall=0.1")
 	u.Ask.Flags(fs)
 	u.Money.Flags(fs)
 	u.Log.Flags(fs)

@@ -44,6 +44,9 @@ type Config struct {
 	SettlementDelay         time.Duration // default 72h
 	DefaultMaxTokens        int           // default 4096
 	StallTimeout            time.Duration // default 30s
+	// Chaos makes the agents drop or stall mid-answer, all but the last Healthy ones.
+	Chaos   agent.Chaos
+	Healthy int
 	// Credit is deposited to the local buyer's account when it is created.
 	Credit  money.Nanos
 	Version string
@@ -256,6 +259,7 @@ func (n *Net) startAgents(ctx context.Context) error {
 			OutputPrice:   n.cfg.OutputPrice,
 			Hardware:      hw,
 			Version:       n.cfg.Version,
+			Chaos:         n.chaos(i),
 			Log:           n.cfg.Log.With("agent", i+1),
 		})
 		if err != nil {
@@ -284,6 +288,13 @@ func (n *Net) startAgents(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+func (n *Net) chaos(i int) agent.Chaos {
+	if i >= n.cfg.Providers-n.cfg.Healthy {
+		return agent.Chaos{}
+	}
+	return n.cfg.Chaos
 }
 
 func (n *Net) region(i int) string {

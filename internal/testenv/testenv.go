@@ -16,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/shareai/shareai/internal/agent"
 	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/engine/sim"
 	"github.com/shareai/shareai/internal/localnet"
@@ -34,6 +35,9 @@ type Options struct {
 	KeyCacheTTL       time.Duration
 	Regions           []string // agent i's region is Regions[i % len(Regions)]
 	StallTimeout      time.Duration
+	// Chaos makes the agents drop or stall mid-answer, all but the last Healthy ones.
+	Chaos   agent.Chaos
+	Healthy int
 	// Credit is the buyer's starting balance; default $1000. Prices default to $0.05 and
 	// $0.10 per million input and output tokens, the fee to 5%.
 	Credit                  money.Nanos
@@ -78,7 +82,7 @@ func New(t testing.TB, opts Options) *Env {
 	n, err := localnet.Start(ctx, localnet.Config{
 		DataDir: t.TempDir(), Addr: "127.0.0.1:0", Providers: opts.Providers,
 		NewEngine: opts.NewEngine, MaxConcurrent: opts.MaxConcurrent,
-		HeartbeatInterval: opts.HeartbeatInterval, KeyCacheTTL: opts.KeyCacheTTL, Regions: opts.Regions, StallTimeout: opts.StallTimeout,
+		HeartbeatInterval: opts.HeartbeatInterval, KeyCacheTTL: opts.KeyCacheTTL, Regions: opts.Regions, StallTimeout: opts.StallTimeout, Chaos: opts.Chaos, Healthy: opts.Healthy,
 		DrainTimeout: 5 * time.Second, Log: log,
 		Credit: opts.Credit, InputPrice: opts.InputPrice, OutputPrice: opts.OutputPrice, FeeBasisPoints: opts.FeeBasisPoints,
 	})
