@@ -38,7 +38,7 @@ The node key is kept in --data-dir; keep it to keep the node's identity.
 	for _, m := range cfg.ModelList() {
 		models = append(models, engine.Model{Name: m, ContextLength: cfg.ContextLength})
 	}
-	eng, err := newEngine(cfg.Engine, cfg.Upstream, cfg.UpstreamAPIKey, models, cfg.SimTTFT, cfg.SimTPS)
+	eng, err := newEngine(cfg.Engine, cfg.Upstream, cfg.UpstreamAPIKey, cfg.Continue, models, cfg.SimTTFT, cfg.SimTPS)
 	if err != nil {
 		return err
 	}

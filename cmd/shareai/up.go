@@ -45,7 +45,7 @@ environment for OpenAI SDKs once the network can serve. Ctrl-C stops everything.
 		DataDir: cfg.DataDir, Addr: cfg.Addr, Providers: cfg.Providers, MaxConcurrent: cfg.MaxConcurrent,
 		Version: version, Log: log,
 		NewEngine: func(int) (engine.Engine, error) {
-			return newEngine(cfg.Engine, cfg.Upstream, cfg.UpstreamAPIKey, nil, cfg.SimTTFT, cfg.SimTPS)
+			return newEngine(cfg.Engine, cfg.Upstream, cfg.UpstreamAPIKey, "", nil, cfg.SimTTFT, cfg.SimTPS)
 		},
 	})
 	if err != nil {

@@ -217,6 +217,7 @@ type Provider struct {
 	Engine         string
 	Upstream       string
 	UpstreamAPIKey string
+	Continue       string // how the openai engine continues a partial answer
 	Models         string // comma-separated; empty: what the engine serves
 	MaxConcurrent  int
 	ContextLength  int
@@ -238,6 +239,7 @@ func (p *Provider) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&p.Engine, "engine", "sim", "inference engine: openai (any OpenAI-compatible server) or sim (simulated GPU)")
 	fs.StringVar(&p.Upstream, "upstream", "", "openai engine: the server's base URL, e.g. http://127.0.0.1:8000/v1")
 	fs.StringVar(&p.UpstreamAPIKey, "upstream-api-key", "", "openai engine: bearer key for the server, if it needs one")
+	fs.StringVar(&p.Continue, "continue", "", "openai engine: how the server continues a partial answer, so this node can finish answers other nodes dropped: prefill (llama.cpp, Ollama, TGI, a ShareAI gateway) or vllm (vLLM, SGLang); empty: it does not")
 	fs.StringVar(&p.Models, "models", "", "comma-separated models to offer (default: every model the engine serves)")
 	fs.IntVar(&p.MaxConcurrent, "max-concurrent", 4, "jobs run at once per model")
 	fs.IntVar(&p.ContextLength, "context-length", 0, "context length to advertise when the engine does not say")
@@ -272,6 +274,9 @@ func (p *Provider) Validate() error {
 		errs = append(errs, &FieldError{"data-dir", "must not be empty"})
 	}
 	errs = append(errs, ValidateEngine(p.Engine, p.Upstream))
+	if p.Continue != "" && p.Continue != "prefill" && p.Continue != "vllm" {
+		errs = append(errs, &FieldError{"continue", fmt.Sprintf("%q is not prefill or vllm", p.Continue)})
+	}
 	if p.MaxConcurrent < 1 {
 		errs = append(errs, &FieldError{"max-concurrent", "must be at least 1"})
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/engine/openaicompat"
+	"github.com/shareai/shareai/internal/engine/sim"
 	"github.com/shareai/shareai/internal/testenv"
 )
 
@@ -68,5 +69,27 @@ func TestOpenAIEngine_AgainstAnotherNetwork(t *testing.T) {
 	e := assertAPIError(t, err, 400, "rejected_by_engine")
 	if !strings.Contains(e.Message, "context") {
 		t.Errorf("message %q does not say the prompt exceeds the context", e.Message)
+	}
+}
+
+// The openai engine continues an answer on a real OpenAI-compatible server: the front network's
+// nodes run on the gateway of a second network, which continues a trailing assistant message.
+// A front node drops mid-stream; the other front node continues, and the answer is whole.
+func TestOpenAIEngine_ContinuesAfterFailover(t *testing.T) {
+	upstream := testenv.New(t, testenv.Options{Providers: 1, Sim: sim.Config{TokensPerSecond: 100}})
+	front := testenv.New(t, testenv.Options{Providers: 2, NewEngine: func(int) (engine.Engine, error) {
+		return openaicompat.New(openaicompat.Config{BaseURL: upstream.BaseURL(), APIKey: upstream.APIKey, Continue: openaicompat.ContinuePrefill})
+	}})
+	const prompt = "A long answer through two networks."
+	resp := streamReq(t, front, prompt)
+	defer resp.Body.Close()
+	first := resp.Header.Get("X-Shareai-Node")
+	a := readStream(t, resp, func(n int) {
+		if n == 4 {
+			front.StopAgent(agentIndex(front, first))
+		}
+	})
+	if w := want(t, prompt, 5); a.text.String() != w || !a.done || len(a.ids) != 1 {
+		t.Errorf("answer %q (done %v, ids %v)\nwant %q", a.text.String(), a.done, a.ids, w)
 	}
 }

@@ -43,6 +43,10 @@ type Config struct {
 	// Client sends the requests. The default has its own transport that keeps many idle
 	// connections per host and no overall timeout, since streams are long.
 	Client *http.Client
+	// Continue says how the server continues a partial assistant answer, so that this node can
+	// take over answers other nodes left unfinished: ContinuePrefill, ContinueVLLM, or "" when
+	// it cannot (the models are then offered without continuation).
+	Continue string
 }
 
 // Engine runs jobs on an OpenAI-compatible server. It is safe for concurrent use.
@@ -54,6 +58,7 @@ type Engine struct {
 	auth      string // Authorization header value, or ""
 	models    []engine.Model
 	upstream  map[string]string
+	continues string // Config.Continue
 }
 
 var _ engine.Engine = (*Engine)(nil)
@@ -82,6 +87,11 @@ func New(cfg Config) (*Engine, error) {
 			return nil, errors.New("openai engine: a configured model has no name")
 		}
 	}
+	switch cfg.Continue {
+	case "", ContinuePrefill, ContinueVLLM:
+	default:
+		return nil, fmt.Errorf("openai engine: continue %q: want %q, %q or nothing", cfg.Continue, ContinuePrefill, ContinueVLLM)
+	}
 	e := &Engine{
 		client:    cfg.Client,
 		chatURL:   base + "/chat/completions",
@@ -89,6 +99,10 @@ func New(cfg Config) (*Engine, error) {
 		modelsURL: base + "/models",
 		models:    slices.Clone(cfg.Models),
 		upstream:  cfg.Upstream,
+		continues: cfg.Continue,
+	}
+	for i := range e.models {
+		e.models[i].Continues = e.continues != ""
 	}
 	if e.client == nil {
 		e.client = defaultClient()
@@ -199,7 +213,7 @@ func (e *Engine) parseModels(body []byte) ([]engine.Model, error) {
 		}
 		slices.Sort(names)
 		for _, n := range names {
-			models = append(models, engine.Model{Name: n, ContextLength: max(ctxLen, 0)})
+			models = append(models, engine.Model{Name: n, ContextLength: max(ctxLen, 0), Continues: e.continues != ""})
 		}
 	}
 	return models, nil

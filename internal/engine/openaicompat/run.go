@@ -121,6 +121,19 @@ func (e *Engine) Run(ctx context.Context, req *protocol.Request, out engine.Outp
 	if err != nil {
 		return engine.Result{}, err
 	}
+	if req.Continue {
+		if e.continues == "" {
+			return engine.Result{}, fmt.Errorf("openai engine: this node does not continue answers")
+		}
+		if e.continues == ContinueVLLM && req.Kind == protocol.KindChat {
+			body = append(body[:len(body)-1], continueFields+"}"...)
+		}
+		if p := partialAnswer(req); p != "" {
+			u := &unecho{Output: out, prefix: p}
+			defer u.release()
+			out = u
+		}
+	}
 	url := e.chatURL
 	if req.Kind == protocol.KindCompletion {
 		url = e.complURL
