@@ -20,6 +20,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
@@ -70,6 +72,18 @@ type Agent struct {
 	running int
 	conns   int // successful registrations so far
 	ready   chan struct{}
+	ws      *websocket.Conn // the connection now, nil between connections
+}
+
+// Drop closes the connection to the coordinator at once, as a network failure would; the agent
+// reconnects as after any drop.
+func (a *Agent) Drop() {
+	a.mu.Lock()
+	ws := a.ws
+	a.mu.Unlock()
+	if ws != nil {
+		ws.CloseNow()
+	}
 }
 
 // New checks the configuration and loads (or makes) the node key.

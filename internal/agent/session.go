@@ -77,6 +77,7 @@ func (a *Agent) session(ctx context.Context, offers []protocol.Offer) (registere
 	}
 	a.mu.Lock()
 	a.nodeID = reg.NodeID
+	a.ws = ws
 	a.conns++
 	if a.conns == 1 {
 		close(a.ready)
@@ -101,6 +102,9 @@ func (a *Agent) session(ctx context.Context, offers []protocol.Offer) (registere
 		return nil
 	})
 	err = g.Wait()
+	a.mu.Lock()
+	a.ws = nil
+	a.mu.Unlock()
 	close(c.done)
 	c.cancelAll()
 	return true, err
