@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 	"golang.org/x/sync/errgroup"
@@ -258,7 +259,7 @@ func (c *conn) run(ctx context.Context, id string, j *job, req *protocol.Request
 		fr.End = &protocol.End{FinishReason: protocol.FinishCancelled, Usage: protocol.Usage{CompletionTokens: out.sent}, Estimated: true}
 		return fr
 	}
-	fr.Delta = out.take()
+	fr.Delta = out.take(true)
 	if err == nil {
 		fr.End = &protocol.End{FinishReason: res.FinishReason, Usage: res.Usage, Estimated: res.Estimated}
 		return fr
@@ -312,21 +313,52 @@ func (o *output) Delta(d protocol.Delta) error {
 }
 
 func (o *output) Flush() error {
-	if o.held == 0 {
+	d := o.take(false)
+	if d == nil {
 		return nil
 	}
-	return o.send(o.take())
+	return o.send(d)
 }
 
-// take returns the pieces held back as one delta, or nil.
-func (o *output) take() *protocol.Delta {
+// take returns the pieces held back as one delta, or nil; the last take returns all.
+//
+// A character cut between pieces is never sent in halves: its first bytes wait for the rest
+// in the next delta, so every frame (and whatever another node continues from) is whole text.
+func (o *output) take(last bool) *protocol.Delta {
 	if o.held == 0 {
 		return nil
 	}
-	d := &protocol.Delta{Text: string(o.text), Reasoning: string(o.reasoning)}
+	n := len(o.text)
+	if !last {
+		n -= partialRune(o.text)
+	}
+	d := &protocol.Delta{Text: string(o.text[:n]), Reasoning: string(o.reasoning)}
 	o.sent += o.held
-	o.text, o.reasoning, o.held = o.text[:0], o.reasoning[:0], 0
+	o.text = append(o.text[:0], o.text[n:]...)
+	o.reasoning, o.held = o.reasoning[:0], 0
+	if len(o.text) > 0 {
+		o.held = 1 // the cut character's piece goes with the next
+		o.sent--
+	}
+	if d.Text == "" && d.Reasoning == "" {
+		return nil
+	}
 	return d
+}
+
+// partialRune returns how many bytes at the end of b begin a UTF-8 character that b does not
+// finish.
+func partialRune(b []byte) int {
+	for i := 1; i <= min(utf8.UTFMax-1, len(b)); i++ {
+		c := b[len(b)-i]
+		if utf8.RuneStart(c) {
+			if c >= utf8.RuneSelf && !utf8.FullRune(b[len(b)-i:]) {
+				return i
+			}
+			return 0
+		}
+	}
+	return 0
 }
 
 // send sends one delta frame, waiting for credit if the coordinator has none left for it.
