@@ -38,7 +38,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			w, err = stdout, nil
 		}
-		fmt.Fprintln(w, keysAbout+"\n\nFlags: --data-dir DIR (default ./.shareai) or --db URL, --account NAME, --name LABEL, --provider,\n--limit USD --period daily|weekly|monthly; see 'shareai keys create --help'.")
+		fmt.Fprintln(w, keysAbout+"\n\nFlags: --data-dir DIR (default ./.shareai) or --db URL, --account NAME, --name LABEL, --provider,\n--limit USD --period daily|weekly|monthly, --routing JSON, --models LIST; see 'shareai keys create --help'.")
 		return err
 	}
 	verb := args[0]

@@ -45,6 +45,8 @@ type Error struct {
 	Type    string
 	Param   string
 	Code    string
+	// RetryAfter is the Retry-After of a 503 in seconds: 0 means 1, negative means none.
+	RetryAfter int
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }

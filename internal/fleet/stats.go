@@ -35,7 +35,9 @@ func (o *Offer) Observe(completed bool, ttft time.Duration, tokensPerSecond floa
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	s := &o.stats
-	first := s.Completed+s.Failed == 0
+	if s.Completed+s.Failed == 0 {
+		s.Reliability = 1 // a new node starts trusted: one failure must not sink it
+	}
 	ok := 0.0
 	if completed {
 		ok = 1
@@ -43,11 +45,7 @@ func (o *Offer) Observe(completed bool, ttft time.Duration, tokensPerSecond floa
 	} else {
 		s.Failed++
 	}
-	if first {
-		s.Reliability = ok
-	} else {
-		s.Reliability += ewmaWeight * (ok - s.Reliability)
-	}
+	s.Reliability += ewmaWeight * (ok - s.Reliability)
 	if !completed {
 		return
 	}

@@ -65,17 +65,19 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 		}
 		return api.BadRequest("provider", api.CodeInvalidValue, "Invalid 'provider': %v.", err)
 	}
+	requestSort := prefs.Sort
 	if prefs, rt, err = g.keyRules(c.key, req.Model, prefs, rt); err != nil {
 		return err
 	}
 	session := affinityKey(c, r, user)
 	promptBytes := len(req.Messages) + len(req.Prompt)
 	t := &try{
-		bounds:  ledger.Bounds{PromptTokens: ledger.PromptBound(promptBytes), PromptEstimate: ledger.EstimateTokens(promptBytes)},
-		tried:   map[string]bool{},
-		prefs:   prefs,
-		models:  modelsToTry(req.Model, rt.Models),
-		session: g.affinity.get(session),
+		bounds:      ledger.Bounds{PromptTokens: ledger.PromptBound(promptBytes), PromptEstimate: ledger.EstimateTokens(promptBytes)},
+		tried:       map[string]bool{},
+		prefs:       prefs,
+		requestSort: requestSort,
+		models:      modelsToTry(req.Model, rt.Models),
+		session:     g.affinity.get(session),
 	}
 	u := &store.Usage{
 		RequestID: c.id, AccountID: c.key.AccountID, KeyID: c.key.ID,
@@ -231,14 +233,15 @@ func (g *Gateway) resolveModel(model string) (string, string) {
 
 // try is what a request's attempts on successive nodes share.
 type try struct {
-	prefs   matcher.Prefs
-	models  []string // to try in order: the requested one, then fallbacks
-	session string   // the node this buyer's session last used, if any
-	bounds  ledger.Bounds
-	held    money.Nanos     // once held, only nodes whose cost fits the hold are tried
-	tried   map[string]bool // nodes that got the job
-	ask     ledger.Ask      // of the node of the current attempt
-	failure error           // why the last node failed
+	prefs       matcher.Prefs
+	requestSort string   // the sort the request itself asked for, before the key's defaults
+	models      []string // to try in order: the requested one, then fallbacks
+	session     string   // the node this buyer's session last used, if any
+	bounds      ledger.Bounds
+	held        money.Nanos     // once held, only nodes whose cost fits the hold are tried
+	tried       map[string]bool // nodes that got the job
+	ask         ledger.Ask      // of the node of the current attempt
+	failure     error           // why the last node failed
 	// parts are the work of nodes that failed mid-answer, each paid for what it delivered.
 	parts      []ledger.Work
 	continuing bool              // the answer started: only nodes that continue can take it
@@ -400,8 +403,8 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 		model, sort := g.resolveModel(t.models[0])
 		ix := g.index(model)
 		prefs := t.prefs
-		if prefs.Sort == "" {
-			prefs.Sort = sort
+		if sort != "" && t.requestSort == "" {
+			prefs.Sort = sort // the model's suffix wins over a key's default sort
 		}
 		if t.session != "" && len(prefs.Order) == 0 {
 			// Affinity: the node the session used last comes first while it is eligible.
@@ -479,8 +482,13 @@ func noNode(model string, serving int, err error) error {
 		return &api.Error{Status: http.StatusNotFound, Type: api.TypeInvalidRequest, Param: "model", Code: api.CodeModelNotFound,
 			Message: fmt.Sprintf("The model '%s' does not exist or no node serves it now. GET /v1/models lists the models served on the network.", model)}
 	}
-	return &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Code: api.CodeNoProviderAvailable,
+	e := &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Code: api.CodeNoProviderAvailable,
 		Message: fmt.Sprintf("No node can take this request now (%v). Retry shortly, or relax the routing preferences.", err)}
+	if np, ok := errors.AsType[*matcher.NoProvider](err); ok && !np.Busy() {
+		e.Message = fmt.Sprintf("No node can take this request (%v): relax the routing preferences.", err)
+		e.RetryAfter = -1 // waiting will not help
+	}
+	return e
 }
 
 func askOf(o *fleet.Offer) ledger.Ask {

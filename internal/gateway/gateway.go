@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -131,8 +132,8 @@ func (g *Gateway) writeError(w http.ResponseWriter, c *call, err error) {
 		ae = &api.Error{Status: http.StatusInternalServerError, Type: api.TypeServer,
 			Message: "The server had an error while processing your request. Request id: " + c.id + "."}
 	}
-	if ae.Status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
+	if ae.Status == http.StatusServiceUnavailable && ae.RetryAfter >= 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(max(ae.RetryAfter, 1)))
 	}
 	ae.Write(w)
 }
