@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openai/openai-go/v3"
+
 	"github.com/shareai/shareai/internal/agent"
 	"github.com/shareai/shareai/internal/engine/sim"
 	"github.com/shareai/shareai/internal/testenv"
@@ -42,7 +44,13 @@ func TestChaos_FailoverKeepsEveryAnswerWhole(t *testing.T) {
 			prompt := fmt.Sprintf("chaos %d", i)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			stream := client.Chat.Completions.NewStreaming(ctx, chatParams(prompt, int64(i)))
+			params := chatParams(prompt, int64(i))
+			maxTokens := 0
+			if i%2 == 1 {
+				maxTokens = 10 + i%50 // cut by max_tokens, before or after a failover
+				params.MaxTokens = openai.Int(int64(maxTokens))
+			}
+			stream := client.Chat.Completions.NewStreaming(ctx, params)
 			var text strings.Builder
 			for stream.Next() {
 				if c := stream.Current(); len(c.Choices) > 0 {
@@ -54,7 +62,7 @@ func TestChaos_FailoverKeepsEveryAnswerWhole(t *testing.T) {
 				t.Errorf("request %d failed: %v", i, err)
 				return
 			}
-			if w := want(t, prompt, int64(i)); text.String() != w {
+			if w := wantN(t, prompt, int64(i), maxTokens); text.String() != w {
 				t.Errorf("request %d: answer differs from the undisturbed one:\n got %q\nwant %q", i, text.String(), w)
 			}
 		})

@@ -13,6 +13,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/param"
 
+	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/engine/sim"
 	"github.com/shareai/shareai/internal/gateway"
 	"github.com/shareai/shareai/internal/protocol"
@@ -26,6 +27,21 @@ func want(t *testing.T, prompt string, seed int64) string {
 	t.Helper()
 	msgs, _ := json.Marshal([]map[string]string{{"role": "user", "content": prompt}})
 	return sim.New(sim.Config{}).Answer(&protocol.Request{Kind: protocol.KindChat, Model: model, Messages: msgs, Seed: &seed})
+}
+
+// wantN is the simulated engine's answer to a one-message chat, cut at maxTokens tokens (0: none).
+func wantN(t *testing.T, prompt string, seed int64, maxTokens int) string {
+	t.Helper()
+	msgs, _ := json.Marshal([]map[string]string{{"role": "user", "content": prompt}})
+	req := &protocol.Request{Kind: protocol.KindChat, Model: model, Messages: msgs, Seed: &seed, MaxTokens: maxTokens}
+	var b strings.Builder
+	if _, err := sim.New(sim.Config{}).Run(context.Background(), req, engine.Emit(func(d protocol.Delta) error {
+		b.WriteString(d.Text)
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }
 
 func chatParams(prompt string, seed int64) openai.ChatCompletionNewParams {

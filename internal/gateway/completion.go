@@ -48,9 +48,10 @@ func (g *Gateway) completions(w http.ResponseWriter, r *http.Request, c *call) e
 // checkpointEvery is how often a running request's delivered bill is checkpointed.
 const checkpointEvery = 2 * time.Second
 
-// maxNodes bounds how many nodes a request is offered to: when a node vanishes between being
-// picked and receiving the job, or fails before its first token.
-const maxNodes = 4
+// maxNodes bounds how many jobs a request may take: a node vanishing between being picked and
+// receiving the job, failing before its first token, or failing mid-answer (when another node
+// continues) each costs one.
+const maxNodes = 6
 
 // serve runs a validated request on a node, relays the answer and bills it. The node is the
 // best for the buyer's routing preferences among those serving the model, or the fallback
@@ -73,7 +74,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 	promptBytes := len(req.Messages) + len(req.Prompt)
 	t := &try{
 		bounds:      ledger.Bounds{PromptTokens: ledger.PromptBound(promptBytes), PromptEstimate: ledger.EstimateTokens(promptBytes)},
-		tried:       map[string]bool{},
+		avoid:       map[string]bool{},
 		prefs:       prefs,
 		requestSort: requestSort,
 		models:      modelsToTry(req.Model, rt.Models),
@@ -105,7 +106,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 		switch {
 		case res.Outcome == relay.Refused && nodeFailed(res.Err):
 			job.Offer.Observe(false, 0, 0) // it counts against the node
-			if len(t.tried) < maxNodes {
+			if t.jobs < maxNodes {
 				// Nothing has reached the buyer: the next node starts the answer afresh.
 				g.log.Info("node failed before answering; trying another", logRequestID, c.id, logNode, node.ID, "err", res.Err)
 				t.failure = fmt.Errorf("node %s failed before answering: %w", node.ID, res.Err)
@@ -117,9 +118,11 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 			if why := continuable(req, st); why != "" {
 				return g.fail(c, t, sink, u, fmt.Errorf("node %s failed mid-answer (%v), and %s", node.ID, res.Err, why))
 			}
-			// Another node continues from exactly where this one stopped.
+			// Another node continues from exactly where this one stopped. Nodes that failed
+			// earlier may take it again: a dropped node that reconnected is as good as any.
+			t.avoid = map[string]bool{node.ID: true}
 			g.log.Info("node failed mid-answer; continuing on another", logRequestID, c.id, logNode, node.ID, "err", res.Err, "delivered", st.Delivered)
-			req = continuation(t.original(req), st.Text.String(), t.bounds.CompletionTokens)
+			req = continuation(t.original(req), st.Text.String())
 			t.continuing = true
 			t.failure = fmt.Errorf("node %s failed mid-answer: %w", node.ID, res.Err)
 			continue
@@ -142,9 +145,9 @@ func continuable(req *protocol.Request, st *relay.State) string {
 }
 
 // continuation is the job that continues req's answer from text: the chat with the answer so
-// far as a trailing assistant message (which engines that continue extend), or the prompt
-// followed by the text.
-func continuation(req *protocol.Request, text string, maxTokens int) *protocol.Request {
+// far as a trailing assistant message (which engines that continue extend), or the completion
+// with the text as its partial answer.
+func continuation(req *protocol.Request, text string) *protocol.Request {
 	c := *req
 	c.Continue = true
 	if req.Kind == protocol.KindChat {
@@ -156,12 +159,10 @@ func continuation(req *protocol.Request, text string, maxTokens int) *protocol.R
 		b = append(b, "}]"...)
 		c.Messages = b
 	} else {
-		c.Prompt = req.Prompt + text
+		c.Partial = text
 	}
-	if req.MaxTokens > 0 {
-		// The engine counts tokens; the coordinator can only estimate those delivered.
-		c.MaxTokens = max(1, maxTokens-ledger.EstimateTokens(len(text)))
-	}
+	// max_tokens stays: in a continuation it counts the whole answer, and the engine, which
+	// counts tokens, knows how many the partial answer holds.
 	return &c
 }
 
@@ -239,7 +240,8 @@ type try struct {
 	session     string   // the node this buyer's session last used, if any
 	bounds      ledger.Bounds
 	held        money.Nanos     // once held, only nodes whose cost fits the hold are tried
-	tried       map[string]bool // nodes that got the job
+	jobs        int             // jobs the request has taken
+	avoid       map[string]bool // nodes not to try: those that refused it, or just failed it
 	ask         ledger.Ask      // of the node of the current attempt
 	failure     error           // why the last node failed
 	// parts are the work of nodes that failed mid-answer, each paid for what it delivered.
@@ -313,8 +315,11 @@ func (g *Gateway) relay(r *http.Request, c *call, job *fleet.Job, t *try, st *re
 			return
 		}
 		lastCheckpoint = now
-		soFar := g.cfg.Ledger.Price(c.id, t.bounds, []ledger.Work{t.work(job, protocol.Usage{
-			PromptTokens: t.bounds.PromptEstimate, CompletionTokens: ledger.EstimateTokens(delivered)}, delivered)})
+		for _, p := range t.parts {
+			delivered -= p.DeliveredBytes // delivered by the nodes before this one
+		}
+		soFar := g.cfg.Ledger.Price(c.id, t.bounds, append(slices.Clip(t.parts), t.work(job, protocol.Usage{
+			PromptTokens: t.bounds.PromptEstimate, CompletionTokens: ledger.EstimateTokens(delivered)}, delivered)))
 		if err := g.cfg.Ledger.Checkpoint(r.Context(), soFar, u); err != nil && r.Context().Err() == nil {
 			g.log.Warn("checkpoint request", logRequestID, c.id, "err", err)
 		}
@@ -391,7 +396,7 @@ func requestRefused(pe *protocol.Error) bool {
 	return pe.Status >= 400 && pe.Status < 500 && pe.Status != http.StatusNotFound && pe.Status != http.StatusTooManyRequests
 }
 
-// dispatch picks a node not tried yet, holds the most the request can cost there (on the first
+// dispatch picks a node not to avoid, holds the most the request can cost there (on the first
 // attempt), and sends it the job. It tries the models in order, and sets req.Model to the one
 // that serves. When no node can take it, the hold is voided.
 func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, t *try) (*fleet.Job, error) {
@@ -399,7 +404,7 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 		lastErr error
 		refusal error // why the first model found no node
 	)
-	for len(t.tried) < maxNodes && len(t.models) > 0 {
+	for t.jobs < maxNodes && len(t.models) > 0 {
 		model, sort := g.resolveModel(t.models[0])
 		ix := g.index(model)
 		prefs := t.prefs
@@ -410,7 +415,7 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 			// Affinity: the node the session used last comes first while it is eligible.
 			prefs.Order = []string{t.session}
 		}
-		mreq := matcher.Request{Model: model, Prefs: prefs, Excluded: t.tried, Continuation: t.continuing}
+		mreq := matcher.Request{Model: model, Prefs: prefs, Excluded: t.avoid, Continuation: t.continuing}
 		var (
 			cand matcher.Candidate
 			err  error
@@ -428,7 +433,7 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 			cand, err = ranking.Pick()
 		}
 		if err != nil {
-			if refusal == nil && len(t.tried) == 0 {
+			if refusal == nil && t.jobs == 0 {
 				refusal = noNode(model, ix.Len(), err)
 			}
 			if t.continuing {
@@ -448,7 +453,8 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 			}
 			t.held = max(amount, 1)
 		}
-		t.tried[offer.Node.ID] = true
+		t.jobs++
+		t.avoid[offer.Node.ID] = true
 		req.Model = model
 		job, err := g.cfg.Fleet.Dispatch(offer, req)
 		if err == nil {

@@ -238,3 +238,44 @@ func TestFailover_NonStreamed(t *testing.T) {
 		t.Errorf("status %d, answer %+v; want the whole undisturbed answer", status, got)
 	}
 }
+
+// A legacy completion fails over too, with its answer exact.
+func TestFailover_Completion(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Providers: 2, Sim: sim.Config{TokensPerSecond: 100}})
+	resp := env.Post("/completions", `{"model":"sim/llama-3.1-8b","stream":true,"seed":9,"max_tokens":120,"prompt":"Once upon a time"}`)
+	defer resp.Body.Close()
+	first := resp.Header.Get("X-Shareai-Node")
+	var text strings.Builder
+	done := false
+	sc := bufio.NewScanner(resp.Body)
+	n := 0
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if line == "[DONE]" {
+			done = true
+			continue
+		}
+		var ch struct {
+			Choices []struct {
+				Text string `json:"text"`
+			} `json:"choices"`
+		}
+		json.Unmarshal([]byte(line), &ch)
+		for _, c := range ch.Choices {
+			text.WriteString(c.Text)
+		}
+		if n++; n == 4 {
+			env.StopAgent(agentIndex(env, first))
+		}
+	}
+	seed := int64(9)
+	req := &protocol.Request{Kind: protocol.KindCompletion, Model: model, Prompt: "Once upon a time", Seed: &seed, MaxTokens: 120}
+	var w strings.Builder
+	sim.New(sim.Config{}).Run(context.Background(), req, engine.Emit(func(d protocol.Delta) error { w.WriteString(d.Text); return nil }))
+	if text.String() != w.String() || !done {
+		t.Errorf("completion after failover %q (done %v)\nwant %q", text.String(), done, w.String())
+	}
+}

@@ -169,6 +169,10 @@ type Request struct {
 	// the prompt ends with one) that another node left unfinished, to be continued exactly
 	// from where it stops.
 	Continue bool `json:"continue,omitempty"`
+	// Partial is the partial answer of a continued completion (a continued chat carries it as
+	// its trailing assistant message). In a continuation, MaxTokens counts the whole answer,
+	// the partial one included.
+	Partial string `json:"partial,omitempty"`
 
 	Tools          json.RawMessage `json:"tools,omitempty"`
 	ToolChoice     json.RawMessage `json:"tool_choice,omitempty"`

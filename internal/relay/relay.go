@@ -98,7 +98,7 @@ var ErrStalled = errors.New("node stalled")
 func Run(ctx context.Context, job *fleet.Job, sink Sink, st *State, opts Options) Result {
 	var res Result
 	for {
-		fr, err := next(ctx, job, st, opts.StallCeiling)
+		fr, err := next(ctx, job, st, res.Delivered > 0, opts.StallCeiling)
 		if err != nil {
 			if errors.Is(err, ErrStalled) && ctx.Err() == nil {
 				job.Cancel()
@@ -147,8 +147,10 @@ func Run(ctx context.Context, job *fleet.Job, sink Sink, st *State, opts Options
 	}
 }
 
-// next waits for the job's next frame, at most the stall timeout.
-func next(ctx context.Context, job *fleet.Job, st *State, ceiling time.Duration) (protocol.Frame, error) {
+// next waits for the job's next frame, at most the stall timeout: the ceiling until the job's
+// first piece (a node taking over an answer has its own time to first token), then ten times
+// the answer's usual gap between pieces, at least a second.
+func next(ctx context.Context, job *fleet.Job, st *State, flowing bool, ceiling time.Duration) (protocol.Frame, error) {
 	if ceiling <= 0 {
 		return job.Next(ctx)
 	}
@@ -156,7 +158,7 @@ func next(ctx context.Context, job *fleet.Job, st *State, ceiling time.Duration)
 		return fr, nil
 	}
 	timeout := ceiling
-	if st.Started && st.gap > 0 {
+	if flowing && st.gap > 0 {
 		timeout = min(max(10*st.gap, time.Second), ceiling)
 	}
 	sctx, stop := context.WithTimeoutCause(ctx, timeout, ErrStalled)

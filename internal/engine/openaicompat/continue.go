@@ -18,6 +18,23 @@ const (
 	ContinueVLLM = "vllm"
 )
 
+// continuation is req as the server takes a continuation: a completion's partial answer
+// follows its prompt, and max_tokens, which counts the whole answer in a continuation, counts
+// what is left (by an estimate of the partial answer's tokens: four bytes a token).
+func (e *Engine) continuation(req *protocol.Request) *protocol.Request {
+	c := *req
+	partial := c.Partial
+	if c.Kind == protocol.KindCompletion {
+		c.Prompt, c.Partial = c.Prompt+c.Partial, ""
+	} else {
+		partial = partialAnswer(req)
+	}
+	if c.MaxTokens > 0 {
+		c.MaxTokens = max(1, c.MaxTokens-(len(partial)+3)/4)
+	}
+	return &c
+}
+
 // continueFields are the fields vLLM needs to continue the last assistant message.
 const continueFields = `,"continue_final_message":true,"add_generation_prompt":false`
 

@@ -117,6 +117,9 @@ func putReader(r *reader) {
 // characters of the prompt's text.
 func (e *Engine) Run(ctx context.Context, req *protocol.Request, out engine.Output) (engine.Result, error) {
 	model := e.upstreamName(req.Model)
+	if req.Continue {
+		req = e.continuation(req)
+	}
 	body, err := appendRequest(make([]byte, 0, requestSize(req, model)), req, model)
 	if err != nil {
 		return engine.Result{}, err

@@ -54,7 +54,9 @@ func (e *Engine) parseConversation(req *protocol.Request) (conversation, error) 
 		key = append(key, tagPrompt)
 		key = appendField(key, req.Prompt)
 		c.key, c.cut = key, len(key)
-		c.promptTokens = max(1, countWords(req.Prompt))
+		c.promptTokens = max(1, countWords(req.Prompt)+countWords(req.Partial))
+		// A continued completion: the prompt stays, the partial answer is continued.
+		c.continued, c.prefix = req.Partial != "", req.Partial
 		return c, nil
 	case protocol.KindChat, "":
 		key = appendField(key, protocol.KindChat)

@@ -80,6 +80,7 @@ func (e *Engine) Models(context.Context) ([]engine.Model, error) {
 type job struct {
 	promptTokens int
 	text         text
+	before       int               // tokens of the answer wholly in the partial answer continued
 	toolCall     []json.RawMessage // deltas of a tool call; nil for text
 	arguments    string            // the tool call's arguments
 }
@@ -108,7 +109,9 @@ func (e *Engine) prepare(req *protocol.Request) (job, error) {
 	j.text = naturalAnswer(&r, asJSON)
 	if conv.continued {
 		if s, n := j.text.s, len(conv.prefix); strings.HasPrefix(s, conv.prefix) && (n == len(s) || utf8.RuneStart(s[n])) {
+			whole := len(j.text.ends)
 			j.text = j.text.after(len(conv.prefix))
+			j.before = whole - len(j.text.ends)
 		} else {
 			r := conv.continuationRNG()
 			j.text = continuation(&r, conv.prefix)
@@ -182,12 +185,20 @@ func (e *Engine) Run(ctx context.Context, req *protocol.Request, out engine.Outp
 	t := j.text
 	cut, _ := t.cut(req.Stop)
 	res.FinishReason = "stop"
+	limit := req.MaxTokens
+	if req.Continue && limit > 0 {
+		// A continuation's max_tokens counts the whole answer, the partial one included.
+		limit = max(limit-j.before, 0)
+		if limit == 0 {
+			return engine.Result{FinishReason: "length", Usage: res.Usage}, nil
+		}
+	}
 	start := t.from
 	for k, end := range t.ends {
 		if start >= cut {
 			break
 		}
-		if req.MaxTokens > 0 && k == req.MaxTokens {
+		if limit > 0 && k == limit {
 			res.FinishReason = "length"
 			break
 		}
