@@ -297,6 +297,7 @@ func (o *output) Delta(d protocol.Delta) error {
 		if err := o.Flush(); err != nil {
 			return err
 		}
+		d.Pieces = 1
 		if err := o.send(&d); err != nil {
 			return err
 		}
@@ -332,13 +333,14 @@ func (o *output) take(last bool) *protocol.Delta {
 	if !last {
 		n -= partialRune(o.text)
 	}
-	d := &protocol.Delta{Text: string(o.text[:n]), Reasoning: string(o.reasoning)}
+	d := &protocol.Delta{Text: string(o.text[:n]), Reasoning: string(o.reasoning), Pieces: o.held}
 	o.sent += o.held
 	o.text = append(o.text[:0], o.text[n:]...)
 	o.reasoning, o.held = o.reasoning[:0], 0
 	if len(o.text) > 0 {
 		o.held = 1 // the cut character's piece goes with the next
 		o.sent--
+		d.Pieces--
 	}
 	if d.Text == "" && d.Reasoning == "" {
 		return nil

@@ -266,6 +266,9 @@ func (t *try) cutShort(res relay.Result) protocol.Usage {
 		u.PromptTokens = t.bounds.PromptEstimate
 	}
 	if u.CompletionTokens == 0 {
+		u.CompletionTokens = res.Pieces // what its engine gave, piece by piece
+	}
+	if u.CompletionTokens == 0 {
 		u.CompletionTokens = ledger.EstimateTokens(res.Delivered)
 	}
 	return u

@@ -181,6 +181,9 @@ type Request struct {
 
 // Delta is a piece of the answer.
 type Delta struct {
+	// Pieces is how many of the engine's pieces (about a token each) the delta merges, so the
+	// coordinator can count what a node delivered even if the node never reports its usage.
+	Pieces    int             `json:"n,omitempty"`
 	Text      string          `json:"text,omitempty"`
 	Reasoning string          `json:"reasoning,omitempty"`
 	ToolCalls json.RawMessage `json:"tool_calls,omitempty"` // OpenAI tool call deltas, as the engine sent them

@@ -83,8 +83,10 @@ type Result struct {
 	FinishReason string
 	// Usage is the node's: from its end frame, also after a cancel when it came in time.
 	Usage protocol.Usage
-	// Delivered is the size of the answer this job's node delivered.
+	// Delivered is the size of the answer this job's node delivered, and Pieces how many of
+	// its engine's pieces (about a token each) that was.
 	Delivered int
+	Pieces    int
 	// Err is why the job did not end OK. When Outcome is Refused nothing has been written,
 	// and Err is a *protocol.Error the caller turns into an HTTP error, or the stall.
 	Err error
@@ -132,6 +134,7 @@ func Run(ctx context.Context, job *fleet.Job, sink Sink, st *State, opts Options
 			st.Other = st.Other || d.Reasoning != "" || len(d.ToolCalls) > 0
 			n := len(d.Text) + len(d.Reasoning) + len(d.ToolCalls)
 			res.Delivered += n
+			res.Pieces += d.Pieces
 			st.Delivered += n
 			var ok bool
 			if fr, ok = job.TryNext(); !ok {

@@ -166,7 +166,7 @@ func TestRun_stream(t *testing.T) {
 			deltas, res, err := collect(e, context.Background(), tt.req)
 			if tt.wantDeltas != nil {
 				if !reflect.DeepEqual(deltas, tt.wantDeltas) {
-					t.Errorf("deltas = %q, want %q", deltas, tt.wantDeltas)
+					t.Errorf("deltas = %+v, want %+v", deltas, tt.wantDeltas)
 				}
 			} else {
 				text, reasoning := join(deltas)
@@ -229,7 +229,7 @@ func TestRun_errorStatus(t *testing.T) {
 			e, _ := replay(t, Config{}, tt.a)
 			deltas, _, err := collect(e, context.Background(), helloChat)
 			if len(deltas) != 0 {
-				t.Errorf("emitted %q, want nothing", deltas)
+				t.Errorf("emitted %+v, want nothing", deltas)
 			}
 			re, isReq := errors.AsType[*engine.RequestError](err)
 			if tt.wantReq != nil {
@@ -424,7 +424,7 @@ func TestRun_emitError(t *testing.T) {
 		t.Errorf("Run error = %v, want %v", err, errStop)
 	}
 	if want := []protocol.Delta{{Text: "n"}}; !reflect.DeepEqual(got, want) {
-		t.Errorf("emitted %q, want %q", got, want)
+		t.Errorf("emitted %+v, want %+v", got, want)
 	}
 	<-gone // the server saw the client go
 }
