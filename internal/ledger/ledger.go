@@ -156,18 +156,26 @@ func (b *Bill) Cost() money.Nanos { return b.Settlement.Debit }
 // plausible: a prompt within the prompt bound, a completion within max_tokens and within the
 // text it delivered (a token is at least a byte). An implausible claim is replaced by the
 // coordinator's estimate (and never more than the bound), and the node is reported in Clamped.
-// The buyer pays the prompt once, to the first node; later nodes are paid their completions.
+// The buyer pays the prompt once, to the first node, and each node's completion. A node that
+// continues another's answer also read the prompt (and the partial answer) again: the platform
+// pays it for that, not the buyer.
 func (l *Ledger) Price(requestID string, b Bounds, work []Work) *Bill {
 	bill := &Bill{Settlement: &store.Settlement{RequestID: requestID, At: l.cfg.Now()}}
 	s := bill.Settlement
 	s.ReleaseAt = s.At.Add(l.cfg.SettlementDelay)
 	completionLeft := b.CompletionTokens
-	var net money.Nanos
+	var net, subsidy money.Nanos
+	before := 0 // bytes delivered by the nodes before this one
 	for i, w := range work {
 		prompt, completion := w.PromptTokens, w.CompletionTokens
+		var reread money.Nanos
 		if i > 0 {
-			prompt = 0 // a continuation's prompt reading is the platform's cost
+			// A continuation's prompt reading is the platform's cost: within the prompt and
+			// the partial answer, at most a token a byte.
+			reread = w.Ask.Input.Cost(min(max(prompt, 0), b.PromptTokens+before+16))
+			prompt = 0
 		}
+		before += w.DeliveredBytes
 		clamped := false
 		if prompt > b.PromptTokens || prompt < 0 {
 			prompt, clamped = min(max(b.PromptEstimate, 0), b.PromptTokens), true
@@ -188,12 +196,15 @@ func (l *Ledger) Price(requestID string, b Bounds, work []Work) *Bill {
 		bill.CompletionTokens += completion
 		earned := w.Ask.Input.Cost(prompt) + w.Ask.Output.Cost(completion)
 		net += earned
+		subsidy += reread
+		earned += reread
 		if earned > 0 {
 			s.Parts = append(s.Parts, store.Part{NodeID: w.NodeID, ProviderID: w.ProviderID, Earned: earned})
 		}
 	}
 	s.Fee = money.Fee(net, l.cfg.FeeBasisPoints)
 	s.Debit = net + s.Fee
+	s.Subsidy = subsidy
 	return bill
 }
 

@@ -97,12 +97,16 @@ type Part struct {
 	Earned     money.Nanos
 }
 
-// Settlement closes a hold at what the request really cost: the buyer pays Debit, which is
-// exactly the parts' earnings plus Fee. A settlement with no debit voids the hold.
+// Settlement closes a hold at what the request really cost: the buyer pays Debit and the
+// platform Subsidy, which together are exactly the parts' earnings plus Fee. A settlement with
+// no debit voids the hold.
 type Settlement struct {
 	RequestID string
 	Debit     money.Nanos
 	Fee       money.Nanos
+	// Subsidy is what the platform pays nodes beyond what the buyer pays: the prompt a node
+	// that continued another's answer read again. It comes out of the fees.
+	Subsidy   money.Nanos
 	Parts     []Part
 	ReleaseAt time.Time // when the providers' pending earnings become available
 	Usage     *Usage    // the request's record, written in the same transaction

@@ -294,10 +294,10 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 				balance[acct] += p.Earned
 			}
 		}
-		if s.Fee > 0 {
+		if fee := s.Fee - s.Subsidy; fee != 0 {
 			ensure[feesAccount] = [2]string{"", "fees"}
-			entries = append(entries, []any{txn, feesAccount, int64(s.Fee), nil, nil, millis(s.At)})
-			balance[feesAccount] += s.Fee
+			entries = append(entries, []any{txn, feesAccount, int64(fee), nil, nil, millis(s.At)})
+			balance[feesAccount] += fee
 		}
 	}
 
@@ -366,8 +366,8 @@ func checkSettlement(s *store.Settlement, h *openHold) error {
 		earned += p.Earned
 	}
 	switch {
-	case s.Fee < 0 || s.Debit != earned+s.Fee:
-		return fmt.Errorf("settle request %s: debit %d is not earnings %d plus fee %d", s.RequestID, s.Debit, earned, s.Fee)
+	case s.Fee < 0 || s.Subsidy < 0 || s.Debit+s.Subsidy != earned+s.Fee:
+		return fmt.Errorf("settle request %s: debit %d and subsidy %d are not earnings %d plus fee %d", s.RequestID, s.Debit, s.Subsidy, earned, s.Fee)
 	case s.Debit > h.amount:
 		return fmt.Errorf("settle request %s: debit %d exceeds the hold of %d", s.RequestID, s.Debit, h.amount)
 	}
