@@ -84,7 +84,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 	st := &relay.State{Start: c.start}
 	var sink relay.Sink
 	for {
-		job, err := g.dispatch(r.Context(), c, req, t)
+		job, sent, err := g.dispatch(r.Context(), c, req, t)
 		if err != nil {
 			if !st.Started {
 				return err
@@ -92,6 +92,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 			// The answer started and no node can finish it: say so, never end it as complete.
 			return g.fail(c, t, sink, u, fmt.Errorf("no node could continue the answer: %w", err))
 		}
+		req = sent
 		if !st.Started {
 			// The answer names the model that serves it: the first choice or a fallback.
 			sink = newSink(w, c, req, stream, opts)

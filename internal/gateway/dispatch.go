@@ -74,9 +74,10 @@ func (g *Gateway) resolveModel(model string) (string, string) {
 }
 
 // dispatch picks a node not to avoid, holds the most the request can cost there (on the first
-// attempt), and sends it the job. It tries the models in order, and sets req.Model to the one
-// that serves. When no node can take it, the hold is voided.
-func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, t *try) (*fleet.Job, error) {
+// attempt), and sends it the job. It tries the models in order; the request it returns is the
+// one it sent, naming the model that serves (req itself is never changed: a job sent earlier
+// may still be reading it). When no node can take it, the hold is voided.
+func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, t *try) (*fleet.Job, *protocol.Request, error) {
 	var (
 		lastErr error
 		refusal error // why the first model found no node
@@ -126,22 +127,28 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 			amount := g.maxCost(offer, req, t.bounds)
 			if err := g.cfg.Ledger.Hold(ctx, c.id, c.key, amount); err != nil {
 				offer.Release()
-				return nil, holdError(err)
+				return nil, nil, holdError(err)
 			}
 			t.held = max(amount, 1)
 		}
 		t.jobs++
 		t.avoid[offer.Node.ID] = true
-		req.Model = model
-		job, err := g.cfg.Fleet.Dispatch(offer, req)
+		sent := req
+		if req.Model != model {
+			// A fallback model: a new request, since a job already sent may still hold req.
+			r := *req
+			r.Model = model
+			sent = &r
+		}
+		job, err := g.cfg.Fleet.Dispatch(offer, sent)
 		if err == nil {
 			t.ask = askOf(offer)
-			return job, nil
+			return job, sent, nil
 		}
 		lastErr = err
 	}
 	if refusal != nil && t.held == 0 {
-		return nil, refusal
+		return nil, nil, refusal
 	}
 	if t.held > 0 {
 		u := &store.Usage{RequestID: c.id, AccountID: c.key.AccountID, KeyID: c.key.ID, Model: req.Model, Endpoint: req.Kind,
@@ -154,7 +161,7 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 	if err := cmp.Or(lastErr, t.failure); err != nil {
 		msg = err.Error()
 	}
-	return nil, &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Code: api.CodeNoProviderAvailable,
+	return nil, nil, &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Code: api.CodeNoProviderAvailable,
 		Message: fmt.Sprintf("No node could take this request: %s. Retry shortly.", msg)}
 }
 
