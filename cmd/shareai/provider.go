@@ -50,7 +50,7 @@ The node key is kept in --data-dir; keep it to keep the node's identity.
 	}
 	in, out, _ := cfg.Ask.Prices()
 	a, err := agent.New(agent.Config{
-		InputPrice: in, OutputPrice: out,
+		InputPrice: in, OutputPrice: out, WaitForEngine: true,
 		Coordinator: cfg.Coordinator, Token: cfg.Token, DataDir: cfg.DataDir, Name: cfg.Name,
 		Region: cfg.Region, Engine: eng, MaxConcurrent: cfg.MaxConcurrent, ContextLength: cfg.ContextLength, Quantization: cfg.Quantization, Hardware: hw,
 		Version: version, Log: log,

@@ -57,7 +57,10 @@ type Config struct {
 	Version      string // the agent's build version
 	// Chaos makes the node drop or stall mid-answer on purpose, for demos and tests.
 	Chaos Chaos
-	Log   *slog.Logger
+	// WaitForEngine keeps retrying, with backoff, an engine that does not answer at start,
+	// instead of failing: a provider's engine may start after its agent.
+	WaitForEngine bool
+	Log           *slog.Logger
 }
 
 // Agent is a running provider agent.
@@ -159,8 +162,8 @@ func (a *Agent) Ready() <-chan struct{} { return a.ready }
 // It returns nil when ctx is done, or an error the coordinator gave that retrying cannot fix
 // (such as an invalid provider token).
 func (a *Agent) Run(ctx context.Context) error {
-	offers, err := a.offers(ctx)
-	if err != nil {
+	offers, err := a.waitForEngine(ctx)
+	if err != nil || ctx.Err() != nil {
 		return err
 	}
 	var attempt int
@@ -208,6 +211,27 @@ func (a *Agent) offers(ctx context.Context) ([]protocol.Offer, error) {
 		}
 	}
 	return offers, nil
+}
+
+// waitForEngine lists the engine's models as offers. When the engine does not answer (it may
+// start after the agent) it retries with backoff if Config.WaitForEngine says so, and
+// otherwise fails at once.
+func (a *Agent) waitForEngine(ctx context.Context) ([]protocol.Offer, error) {
+	for attempt := 0; ; attempt++ {
+		offers, err := a.offers(ctx)
+		if err == nil || !a.cfg.WaitForEngine {
+			return offers, err
+		}
+		d := Backoff(attempt, rand.Float64)
+		a.log.Warn("the engine does not answer yet; retrying", "err", err, "in", d.Round(time.Millisecond))
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil
+		case <-t.C:
+		}
+	}
 }
 
 // Backoff is how long to wait before reconnect attempt n (0-based): exponential from 250ms to

@@ -2,12 +2,16 @@ package agent_test
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/openai/openai-go/v3"
 
 	"github.com/shareai/shareai/internal/agent"
+	"github.com/shareai/shareai/internal/engine"
+	"github.com/shareai/shareai/internal/engine/sim"
 	"github.com/shareai/shareai/internal/testenv"
 )
 
@@ -76,4 +80,43 @@ func TestLoadOrCreateNodeKey_Persists(t *testing.T) {
 	if !k1.Equal(k2) {
 		t.Error("a second start made a new node key; want the same identity")
 	}
+}
+
+// An agent whose engine starts after it keeps trying, and registers once the engine answers.
+func TestAgent_WaitsForItsEngine(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Providers: 1})
+	eng := &late{Engine: sim.New(sim.Config{})}
+	a, err := agent.New(agent.Config{Coordinator: env.URL, Token: env.ProviderToken, DataDir: t.TempDir(),
+		Engine: eng, WaitForEngine: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	testenv.WaitFor(t, "the agent to ask the engine twice", func() bool { return eng.asked.Load() >= 2 })
+	eng.up.Store(true)
+	select {
+	case <-a.Ready():
+	case err := <-done:
+		t.Fatalf("agent stopped: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent did not register once its engine answered")
+	}
+}
+
+// late is a simulated engine that does not answer until up.
+type late struct {
+	*sim.Engine
+	up    atomic.Bool
+	asked atomic.Int32
+}
+
+func (e *late) Models(ctx context.Context) ([]engine.Model, error) {
+	e.asked.Add(1)
+	if !e.up.Load() {
+		return nil, errors.New("connection refused")
+	}
+	return e.Engine.Models(ctx)
 }
