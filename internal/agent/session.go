@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
@@ -173,13 +172,12 @@ func (c *conn) readLoop(ctx, wsctx context.Context) error {
 			}
 			return fmt.Errorf("read from coordinator: %w", err)
 		}
-		dec := json.NewDecoder(bytes.NewReader(msg))
-		for dec.More() {
-			var fr protocol.Frame
-			if err := dec.Decode(&fr); err != nil {
-				return fmt.Errorf("bad frame from coordinator: %w", err)
-			}
+		err = protocol.Decode(msg, func(fr protocol.Frame) error {
 			c.handle(ctx, fr)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("from coordinator: %w", err)
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -330,15 +329,8 @@ func (s *session) readLoop(ctx context.Context) error {
 		s.mu.Lock()
 		s.lastSeen = s.fleet.cfg.Now()
 		s.mu.Unlock()
-		dec := json.NewDecoder(bytes.NewReader(msg))
-		for dec.More() {
-			var fr protocol.Frame
-			if err := dec.Decode(&fr); err != nil {
-				return fmt.Errorf("bad frame from node: %w", err)
-			}
-			if err := s.handle(fr); err != nil {
-				return err
-			}
+		if err := protocol.Decode(msg, s.handle); err != nil {
+			return fmt.Errorf("from node: %w", err)
 		}
 	}
 }

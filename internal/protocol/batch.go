@@ -3,7 +3,10 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 )
+
+// Messages are frames as NDJSON: Batcher writes them, Decode reads them.
 
 // MaxBatch bounds the frames sent in one WebSocket message.
 const MaxBatch = 64
@@ -36,4 +39,19 @@ func (b *Batcher) Encode(first Frame, more <-chan Frame) ([]byte, error) {
 		}
 	}
 	return b.buf.Bytes(), nil
+}
+
+// Decode calls handle with each frame of a message, in order, and stops at the first error.
+func Decode(msg []byte, handle func(Frame) error) error {
+	dec := json.NewDecoder(bytes.NewReader(msg))
+	for dec.More() {
+		var fr Frame
+		if err := dec.Decode(&fr); err != nil {
+			return fmt.Errorf("bad frame: %w", err)
+		}
+		if err := handle(fr); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -32,3 +32,24 @@ func TestBatcher_TakesWhatIsWaiting(t *testing.T) {
 		t.Errorf("%d frames left waiting, want %d", len(more), MaxBatch+1)
 	}
 }
+
+func TestDecode_ReadsWhatBatcherWrites(t *testing.T) {
+	more := make(chan Frame, 2)
+	more <- Frame{Type: TypeDelta, Job: "j", Delta: &Delta{Text: "東京", Pieces: 2}}
+	more <- Frame{Type: TypeEnd, Job: "j", End: &End{FinishReason: "stop"}}
+	var b Batcher
+	msg, err := b.Encode(Frame{Type: TypeHeartbeat, Heartbeat: &Heartbeat{Running: 1}}, more)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	if err := Decode(msg, func(fr Frame) error { got = append(got, fr.Type); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0] != TypeHeartbeat || got[1] != TypeDelta || got[2] != TypeEnd {
+		t.Errorf("decoded %v; want heartbeat, delta, end", got)
+	}
+	if err := Decode([]byte("{\"t\":\"delta\"}\n{broken"), func(Frame) error { return nil }); err == nil {
+		t.Error("a broken frame decoded without error")
+	}
+}
