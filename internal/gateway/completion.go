@@ -45,15 +45,19 @@ func (g *Gateway) completions(w http.ResponseWriter, r *http.Request, c *call) e
 // checkpointEvery is how often a running request's delivered bill is checkpointed.
 const checkpointEvery = 2 * time.Second
 
-// maxNodes bounds how many jobs a request may take: a node vanishing between being picked and
-// receiving the job, failing before its first token, or failing mid-answer (when another node
-// continues) each costs one.
-const maxNodes = 6
+// maxFruitless bounds how many jobs in a row may fail a request without adding to its answer:
+// a node vanishing between being picked and receiving the job, failing before its first token,
+// or failing mid-answer before delivering anything each costs one. A node that delivered part
+// of the answer before failing made progress, and the count starts again; maxJobs bounds all.
+const (
+	maxFruitless = 6
+	maxJobs      = 64
+)
 
 // serve runs a validated request on a node, relays the answer and bills it. The node is the
 // best for the buyer's routing preferences among those serving the model, or the fallback
 // models in order. A node that fails before its first token is replaced by another, up to
-// maxNodes, without the buyer noticing.
+// maxFruitless in a row, without the buyer noticing.
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *protocol.Request, stream bool, opts *api.StreamOptions, rt api.Routing, user string) error {
 	prefs, err := matcher.ParsePrefs(rt.Provider)
 	if err != nil {
@@ -104,7 +108,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 		switch {
 		case res.Outcome == relay.Refused && nodeFailed(res.Err):
 			job.Offer.Observe(false, 0, 0) // it counts against the node
-			if t.jobs < maxNodes {
+			if t.canRetry() {
 				// Nothing has reached the buyer: the next node starts the answer afresh.
 				g.log.Info("node failed before answering; trying another", logRequestID, c.id, logNode, node.ID, "err", res.Err)
 				t.failure = fmt.Errorf("node %s failed before answering: %w", node.ID, res.Err)
@@ -113,6 +117,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 		case res.Outcome == relay.Failed:
 			job.Offer.Observe(false, 0, 0)
 			t.parts = append(t.parts, t.work(job, t.cutShort(res), res.Delivered))
+			if res.Delivered > 0 {
+				t.fruitless = 0 // the answer grew: a node that fails now starts a new count
+			}
 			if why := continuable(req, st); why != "" {
 				return g.fail(c, t, sink, u, fmt.Errorf("node %s failed mid-answer (%v), and %s", node.ID, res.Err, why))
 			}
@@ -140,6 +147,7 @@ type try struct {
 	bounds      ledger.Bounds
 	held        money.Nanos     // once held, only nodes whose cost fits the hold are tried
 	jobs        int             // jobs the request has taken
+	fruitless   int             // jobs in a row that failed without adding to the answer
 	avoid       map[string]bool // nodes not to try: those that refused it, or just failed it
 	ask         ledger.Ask      // of the node of the current attempt
 	failure     error           // why the last node failed
@@ -148,6 +156,9 @@ type try struct {
 	continuing bool              // the answer started: only nodes that continue can take it
 	first      *protocol.Request // the request before any continuation
 }
+
+// canRetry says whether the request may take another job.
+func (t *try) canRetry() bool { return t.fruitless < maxFruitless && t.jobs < maxJobs }
 
 func newSink(w http.ResponseWriter, c *call, req *protocol.Request, stream bool, opts *api.StreamOptions) relay.Sink {
 	a := relay.Answer{Model: req.Model, Created: c.start.Unix(), IncludeUsage: opts != nil && opts.IncludeUsage}

@@ -82,7 +82,7 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 		lastErr error
 		refusal error // why the first model found no node
 	)
-	for t.jobs < maxNodes && len(t.models) > 0 {
+	for t.canRetry() && len(t.models) > 0 {
 		model, sort := g.resolveModel(t.models[0])
 		ix := g.index(model)
 		prefs := t.prefs
@@ -132,6 +132,7 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 			t.held = max(amount, 1)
 		}
 		t.jobs++
+		t.fruitless++
 		t.avoid[offer.Node.ID] = true
 		sent := req
 		if req.Model != model {
