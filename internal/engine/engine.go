@@ -58,6 +58,10 @@ type Model struct {
 	// Continues is true when the engine continues a chat whose last message is a partial
 	// assistant answer exactly from where it stops (for mid-stream failover).
 	Continues bool
+	// What the engine knows of the model's weights, for the VRAM fit check; zero when unknown.
+	Quantization string  // as the engine names it: Q4_K_M, Q8_0, F16, fp8, ...
+	Parameters   float64 // in billions, e.g. 8.0
+	SizeBytes    int64   // of the weights file
 }
 
 // Result ends a successful run.

@@ -103,16 +103,53 @@ type Hardware struct {
 	OS        string `json:"os,omitempty"`
 	Arch      string `json:"arch,omitempty"`
 	CPUs      int    `json:"cpus,omitempty"`
+	CPU       string `json:"cpu,omitempty"` // the CPU or chip's name, e.g. "Apple M4 Pro"
 	MemoryMiB int64  `json:"memory_mib,omitempty"`
-	GPUs      []GPU  `json:"gpus,omitempty"`
-	Simulated bool   `json:"simulated,omitempty"`
+	// UnifiedMemory is true when the GPU shares the machine's memory (Apple Silicon, GB10):
+	// a GPU's VRAMMiB is then what it may use of MemoryMiB.
+	UnifiedMemory bool  `json:"unified_memory,omitempty"`
+	GPUs          []GPU `json:"gpus,omitempty"`
+	// Fingerprint identifies the hardware: a hash of the GPUs' UUIDs, names and driver. It
+	// changes when a GPU or its driver does.
+	Fingerprint string `json:"fingerprint,omitempty"`
+	Simulated   bool   `json:"simulated,omitempty"`
 }
 
-// GPU is one accelerator.
+// GPU is one accelerator, as discovered at start.
 type GPU struct {
+	Index   int    `json:"index"`
+	Vendor  string `json:"vendor,omitempty"` // "nvidia", "amd", "apple"
 	Name    string `json:"name"`
 	UUID    string `json:"uuid,omitempty"`
-	VRAMMiB int64  `json:"vram_mib,omitempty"`
+	VRAMMiB int64  `json:"vram_mib,omitempty"` // 0 when the tool cannot tell
+	Driver  string `json:"driver,omitempty"`
+	CUDA    string `json:"cuda,omitempty"` // the CUDA version the NVIDIA driver supports
+}
+
+// Telemetry is a node's hardware reading, sent on heartbeats.
+type Telemetry struct {
+	GPUs []GPUStat `json:"gpus"`
+	// Processes are the other processes using the GPUs: not the node's engine. Nil when the
+	// tool cannot list them.
+	Processes []GPUProcess `json:"processes,omitempty"`
+}
+
+// GPUStat is one GPU's reading. A nil field is one the tool could not read ([N/A]).
+type GPUStat struct {
+	Index          int      `json:"index"`
+	MemoryUsedMiB  *int64   `json:"memory_used_mib,omitempty"`
+	MemoryTotalMiB *int64   `json:"memory_total_mib,omitempty"`
+	TemperatureC   *float64 `json:"temperature_c,omitempty"`
+	PowerW         *float64 `json:"power_w,omitempty"`
+	PowerLimitW    *float64 `json:"power_limit_w,omitempty"`
+	UtilizationPct *float64 `json:"utilization_pct,omitempty"`
+}
+
+// GPUProcess is a process using a GPU.
+type GPUProcess struct {
+	PID     int    `json:"pid"`
+	Name    string `json:"name"`
+	UsedMiB int64  `json:"used_mib,omitempty"`
 }
 
 // Offer is one model a node serves, at the provider's ask.
@@ -142,6 +179,11 @@ type Heartbeat struct {
 	// Loaded lists the offered models loaded in memory now (warm); nil when the engine cannot
 	// tell, and then every offer counts as warm.
 	Loaded []string `json:"loaded"` // null: cannot tell; []: none loaded
+	// Telemetry is the latest hardware reading; nil when the node has none to give.
+	Telemetry *Telemetry `json:"telemetry,omitempty"`
+	// Paused says why the node takes no new jobs now, "" when it does: outside its
+	// availability windows, paused by its owner, the GPU in use by another program, too hot.
+	Paused string `json:"paused,omitempty"`
 }
 
 // Kinds of request.
