@@ -20,11 +20,16 @@ import (
 
 // FieldError is one invalid setting.
 type FieldError struct {
-	Field string // the flag's name
+	Field string // the flag's name, or the YAML key of a setting only a file holds (offers[0].model)
 	Msg   string
 }
 
-func (e *FieldError) Error() string { return fmt.Sprintf("--%s: %s", e.Field, e.Msg) }
+func (e *FieldError) Error() string {
+	if strings.ContainsAny(e.Field, ".[") {
+		return fmt.Sprintf("%s: %s", e.Field, e.Msg)
+	}
+	return fmt.Sprintf("--%s: %s", e.Field, e.Msg)
+}
 
 // Env documents every environment variable, with the flag it sets.
 var Env = []struct{ Name, Flag, Doc string }{
@@ -37,10 +42,15 @@ var Env = []struct{ Name, Flag, Doc string }{
 	{"SHAREAI_TLS_KEY", "tls-key", "coordinator TLS key file (PEM)"},
 	{"SHAREAI_COORDINATOR", "coordinator", "the agent's coordinator URL"},
 	{"SHAREAI_PROVIDER_TOKEN", "token", "the agent's provider token (spt-…)"},
-	{"SHAREAI_ENGINE", "engine", "sim or openai"},
-	{"SHAREAI_UPSTREAM", "upstream", "the openai engine's base URL, e.g. http://127.0.0.1:8000/v1"},
+	{"SHAREAI_ENGINE", "engine", "ollama, openai or sim"},
+	{"SHAREAI_CONFIG", "config", "the agent's YAML configuration file"},
+	{"SHAREAI_UPSTREAM", "upstream", "the engine's base URL, e.g. http://127.0.0.1:8000/v1 (openai) or http://127.0.0.1:11434 (ollama)"},
 	{"SHAREAI_UPSTREAM_API_KEY", "upstream-api-key", "bearer key for the upstream engine"},
 	{"SHAREAI_REGION", "region", "the node's region (ISO country code such as de, us)"},
+	{"SHAREAI_NODE_NAME", "name", "the node's display name"},
+	{"SHAREAI_WINDOWS", "windows", "the node's weekly availability windows, e.g. mon-fri 08:00-18:00"},
+	{"SHAREAI_TIMEZONE", "timezone", "the time zone of the availability windows, e.g. Europe/Berlin"},
+	{"SHAREAI_CONTROL", "control", "the agent's local control address, for pause and resume"},
 }
 
 // Bind registers the flags of fs to read their defaults from the environment variables named in
@@ -207,95 +217,15 @@ func (c *Coordinator) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Provider configures `shareai provider`.
-type Provider struct {
-	Coordinator    string
-	Token          string
-	DataDir        string
-	Name           string
-	Region         string
-	Engine         string
-	Upstream       string
-	UpstreamAPIKey string
-	Continue       string // how the openai engine continues a partial answer
-	Models         string // comma-separated; empty: what the engine serves
-	MaxConcurrent  int
-	ContextLength  int
-	Quantization   string
-	SimTTFT        time.Duration
-	SimTPS         float64
-	Ask            Ask
-	Log            Log
-}
-
-// Flags registers the agent's flags with their defaults.
-func (p *Provider) Flags(fs *flag.FlagSet) {
-	host, _ := os.Hostname()
-	fs.StringVar(&p.Coordinator, "coordinator", "http://127.0.0.1:8080", "the coordinator's URL")
-	fs.StringVar(&p.Token, "token", "", "provider token (spt-…), made with: shareai keys create --provider")
-	fs.StringVar(&p.DataDir, "data-dir", "./.shareai-node", "directory that keeps the node key (the node's identity)")
-	fs.StringVar(&p.Name, "name", host, "the node's display name")
-	fs.StringVar(&p.Region, "region", "", "the node's region: ISO country code such as de, us, jp")
-	fs.StringVar(&p.Engine, "engine", "sim", "inference engine: openai (any OpenAI-compatible server) or sim (simulated GPU)")
-	fs.StringVar(&p.Upstream, "upstream", "", "openai engine: the server's base URL, e.g. http://127.0.0.1:8000/v1")
-	fs.StringVar(&p.UpstreamAPIKey, "upstream-api-key", "", "openai engine: bearer key for the server, if it needs one")
-	fs.StringVar(&p.Continue, "continue", "", "openai engine: how the server continues a partial answer, so this node can finish answers other nodes dropped: prefill (llama.cpp, Ollama, TGI, a ShareAI gateway) or vllm (vLLM, SGLang); empty: it does not")
-	fs.StringVar(&p.Models, "models", "", "comma-separated models to offer (default: every model the engine serves)")
-	fs.IntVar(&p.MaxConcurrent, "max-concurrent", 4, "jobs run at once per model")
-	fs.IntVar(&p.ContextLength, "context-length", 0, "context length to advertise when the engine does not say")
-	fs.StringVar(&p.Quantization, "quantization", "", "the models' quantization to advertise (Q4_K_M, Q8_0, fp8, …), which buyers can require")
-	fs.DurationVar(&p.SimTTFT, "sim-ttft", 150*time.Millisecond, "sim engine: time to first token")
-	fs.Float64Var(&p.SimTPS, "sim-tps", 60, "sim engine: tokens per second (0: no delay)")
-	p.Ask.Flags(fs)
-	p.Log.Flags(fs)
-}
-
-// ModelList returns the --models list.
-func (p *Provider) ModelList() []string {
-	var out []string
-	for m := range strings.SplitSeq(p.Models, ",") {
-		if m = strings.TrimSpace(m); m != "" {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// Validate checks the settings.
-func (p *Provider) Validate() error {
-	var errs []error
-	if u, err := url.Parse(p.Coordinator); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		errs = append(errs, &FieldError{"coordinator", "want a URL such as https://coordinator.example:8080"})
-	}
-	if p.Token == "" {
-		errs = append(errs, &FieldError{"token", "required: a provider token (spt-…)"})
-	}
-	if p.DataDir == "" {
-		errs = append(errs, &FieldError{"data-dir", "must not be empty"})
-	}
-	errs = append(errs, ValidateEngine(p.Engine, p.Upstream))
-	if p.Continue != "" && p.Continue != "prefill" && p.Continue != "vllm" {
-		errs = append(errs, &FieldError{"continue", fmt.Sprintf("%q is not prefill or vllm", p.Continue)})
-	}
-	if p.MaxConcurrent < 1 {
-		errs = append(errs, &FieldError{"max-concurrent", "must be at least 1"})
-	}
-	if p.ContextLength < 0 {
-		errs = append(errs, &FieldError{"context-length", "must not be negative"})
-	}
-	if p.SimTTFT < 0 || p.SimTPS < 0 {
-		errs = append(errs, &FieldError{"sim-tps", "sim timings must not be negative"})
-	}
-	if _, _, err := p.Ask.Prices(); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
-
 // ValidateEngine checks an engine choice and its upstream.
 func ValidateEngine(engine, upstream string) error {
 	switch engine {
 	case "sim":
+		return nil
+	case "ollama":
+		if u, err := url.Parse(upstream); upstream != "" && (err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https")) {
+			return &FieldError{"upstream", "the ollama engine's URL looks like http://127.0.0.1:11434"}
+		}
 		return nil
 	case "openai":
 		if u, err := url.Parse(upstream); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
@@ -303,7 +233,7 @@ func ValidateEngine(engine, upstream string) error {
 		}
 		return nil
 	}
-	return &FieldError{"engine", fmt.Sprintf("%q is not openai or sim", engine)}
+	return &FieldError{"engine", fmt.Sprintf("%q is not ollama, openai or sim", engine)}
 }
 
 // Up configures `shareai up`.
