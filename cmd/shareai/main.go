@@ -27,6 +27,7 @@ var commands = []command{
 	{"provider", "run the provider agent next to a GPU and its inference engine", runProvider},
 	{"keys", "create, list and revoke buyers' API keys and providers' tokens", runKeys},
 	{"admin", "credit buyers, pay providers out, set spend caps, list accounts", runAdmin},
+	{"receipt", "check the signed receipts of your requests, offline", runReceipt},
 	{"version", "print the version", runVersion},
 }
 
