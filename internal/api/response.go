@@ -2,6 +2,8 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/shareai/shareai/internal/money"
@@ -28,6 +30,19 @@ type USD money.Nanos
 
 // MarshalJSON writes the amount as a decimal number.
 func (u USD) MarshalJSON() ([]byte, error) { return []byte(money.Nanos(u).String()), nil }
+
+// UnmarshalJSON reads a decimal number (or a string holding one) exactly.
+func (u *USD) UnmarshalJSON(b []byte) error {
+	n, err := money.ParseUSD(strings.Trim(string(b), `"`))
+	if err != nil {
+		return fmt.Errorf("api: %s is not an amount of USD: %w", b, err)
+	}
+	*u = USD(n)
+	return nil
+}
+
+// String writes the amount as a decimal, such as 0.05.
+func (u USD) String() string { return money.Nanos(u).String() }
 
 // ChatCompletion is a non-streamed chat answer.
 type ChatCompletion struct {

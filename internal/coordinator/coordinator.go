@@ -27,9 +27,11 @@ type Config struct {
 	// DrainTimeout bounds how long a shutdown waits for streams in flight. Default 30s.
 	DrainTimeout      time.Duration
 	HeartbeatInterval time.Duration // default 5s
-	MaxBodyBytes      int64         // default 16 MiB
-	KeyCacheTTL       time.Duration // default 10s
-	TLS               *tls.Config   // nil: plain HTTP
+	// RecordInterval is how often connected nodes' activity is stored. Default 1m.
+	RecordInterval time.Duration
+	MaxBodyBytes   int64         // default 16 MiB
+	KeyCacheTTL    time.Duration // default 10s
+	TLS            *tls.Config   // nil: plain HTTP
 	// FeeBasisPoints is the platform fee on top of nodes' asks (500 = 5%).
 	FeeBasisPoints   int
 	SettlementDelay  time.Duration // providers' earnings stay pending this long; default 72h
@@ -62,6 +64,7 @@ func New(cfg Config) *Coordinator {
 		Store:             cfg.Store,
 		Authenticate:      c.authenticateProvider,
 		HeartbeatInterval: cfg.HeartbeatInterval,
+		RecordInterval:    cfg.RecordInterval,
 		Log:               cfg.Log,
 	})
 	c.Ledger = ledger.New(ledger.Config{
@@ -126,6 +129,12 @@ func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("close holds left open: %w", err)
 	} else if r.Settled+r.Voided > 0 {
 		c.log.Warn("closed holds left open by an unclean stop", "settled_at_checkpoint", r.Settled, "voided", r.Voided)
+	}
+	if n, err := c.cfg.Store.EndOpenSessions(ctx); err != nil {
+		ln.Close()
+		return fmt.Errorf("end node sessions left open: %w", err)
+	} else if n > 0 {
+		c.log.Warn("ended node sessions left open by an unclean stop, at their last sighting", "sessions", n)
 	}
 	srv := &http.Server{
 		Handler:           c.handler,

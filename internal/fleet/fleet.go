@@ -11,6 +11,7 @@ package fleet
 import (
 	"cmp"
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -35,8 +36,11 @@ type Config struct {
 	// HeartbeatInterval is how often agents send heartbeats; a node silent for three intervals
 	// is dropped. Default 5s.
 	HeartbeatInterval time.Duration
-	Log               *slog.Logger
-	Now               func() time.Time // default time.Now
+	// RecordInterval is how often connected nodes are recorded as seen, with their sessions,
+	// job counts and telemetry. Default 1m.
+	RecordInterval time.Duration
+	Log            *slog.Logger
+	Now            func() time.Time // default time.Now
 }
 
 // Fleet is the set of connected nodes.
@@ -59,6 +63,9 @@ func New(cfg Config) *Fleet {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.RecordInterval <= 0 {
+		cfg.RecordInterval = time.Minute
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -266,32 +273,61 @@ func (f *Fleet) Close() {
 	f.sessions.Wait()
 }
 
-// touchLoop records connected nodes as seen, every interval, until ctx is done.
+// touchLoop records connected nodes as seen, with what their sessions recorded, every
+// interval until ctx is done; and once a day it forgets old telemetry.
 func (f *Fleet) touchLoop(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var pruned time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		ns := f.Nodes()
-		ids := make([]string, len(ns))
-		for i, n := range ns {
-			ids[i] = n.ID
+		if err := f.flushAll(ctx); err != nil && ctx.Err() == nil {
+			f.log.Warn("record nodes' activity", "err", err)
 		}
-		if len(ids) > 0 {
-			if err := f.cfg.Store.TouchNodes(ctx, ids, f.cfg.Now()); err != nil && ctx.Err() == nil {
-				f.log.Warn("record nodes as seen", "err", err)
+		if now := f.cfg.Now(); now.Sub(pruned) > 24*time.Hour {
+			pruned = now
+			if _, err := f.cfg.Store.PruneTelemetry(ctx, now.Add(-telemetryRetention)); err != nil && ctx.Err() == nil {
+				f.log.Warn("prune telemetry", "err", err)
 			}
 		}
 	}
 }
 
+// flushAll stores what every connected node's session has recorded, in one transaction of each
+// kind.
+func (f *Fleet) flushAll(ctx context.Context) error {
+	var (
+		ids      []string
+		sessions []*store.NodeSession
+		days     []store.NodeDay
+		samples  []store.TelemetrySample
+		now      = f.cfg.Now()
+	)
+	for _, n := range f.Nodes() {
+		s := n.sess
+		s.mu.Lock()
+		rec, d, t := s.act.take(now, false)
+		s.mu.Unlock()
+		ids = append(ids, n.ID)
+		sessions = append(sessions, &rec)
+		days = append(days, d...)
+		samples = append(samples, t...)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	st := f.cfg.Store
+	return errors.Join(st.TouchNodes(ctx, ids, now), st.UpdateNodeSessions(ctx, sessions),
+		st.AddNodeDays(ctx, days), st.InsertTelemetry(ctx, samples))
+}
+
 // Run does the fleet's background work until ctx is done.
 func (f *Fleet) Run(ctx context.Context) {
-	f.touchLoop(ctx, time.Minute)
+	f.touchLoop(ctx, f.cfg.RecordInterval)
 }
 
 // Node is a connected node.
@@ -305,9 +341,12 @@ type Node struct {
 	Hardware  protocol.Hardware
 	Offers    []*Offer
 	Connected time.Time
+	// Windows and Timezone are the node's declared weekly availability; empty: always.
+	Windows, Timezone string
 
-	sess *session
-	rtt  atomic.Int64 // nanoseconds, moving average
+	sess  *session
+	rtt   atomic.Int64 // nanoseconds, moving average
+	state atomic.Pointer[nodeState]
 }
 
 // Offer is one model a connected node serves, with its free slots.
@@ -331,8 +370,11 @@ func (o *Offer) Running() int {
 	return o.running
 }
 
-// Acquire takes a slot if one is free.
+// Acquire takes a slot if one is free and the node takes jobs.
 func (o *Offer) Acquire() bool {
+	if o.Node != nil && o.Node.Paused() != "" {
+		return false
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.running >= o.MaxConcurrent {

@@ -46,6 +46,7 @@ func (f *Fleet) Dispatch(o *Offer, req *protocol.Request) (*Job, error) {
 		return nil, fmt.Errorf("node %s: %w", o.Node.ID, errNodeGone)
 	}
 	s.jobs[j.ID] = j
+	s.act.jobStarted(len(s.jobs), s.fleet.cfg.Now())
 	s.mu.Unlock()
 	if err := s.send(protocol.Frame{Type: protocol.TypeJob, Job: j.ID, Request: req}); err != nil {
 		// The session ended: close has finished (or will finish) the job.

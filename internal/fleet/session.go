@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -10,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -81,6 +81,11 @@ func (f *Fleet) ServeAgent(w http.ResponseWriter, r *http.Request) {
 	err = s.run(ctx, accountID)
 	if s.node != nil {
 		f.log.Info("node disconnected", logNode, s.node.ID, "err", err)
+		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := s.flush(fctx, true); err != nil {
+			f.log.Warn("record the node's session", logNode, s.node.ID, "err", err)
+		}
+		cancel()
 	}
 }
 
@@ -98,6 +103,7 @@ type session struct {
 	mu       sync.Mutex
 	jobs     map[string]*Job
 	lastSeen time.Time
+	act      activity
 }
 
 func (s *session) run(ctx context.Context, accountID string) error {
@@ -184,6 +190,8 @@ func (s *session) handshake(ctx context.Context, accountID string) (*Node, error
 		Agent:     reg.Agent,
 		Hardware:  reg.Hardware,
 		Connected: now,
+		Windows:   reg.Windows,
+		Timezone:  reg.Timezone,
 		sess:      s,
 	}
 	for _, o := range reg.Offers {
@@ -225,7 +233,9 @@ func (s *session) record(ctx context.Context, n *Node, reg *protocol.Register, n
 	switch {
 	case err == nil && prev.AccountID != n.AccountID:
 		return fmt.Errorf("node %s belongs to another provider account", n.ID)
-	case err != nil && !errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound):
+		prev = nil
+	case err != nil:
 		return fmt.Errorf("look up node %s: %w", n.ID, err)
 	}
 	hw, _ := json.Marshal(reg.Hardware)
@@ -233,14 +243,51 @@ func (s *session) record(ctx context.Context, n *Node, reg *protocol.Register, n
 	if err := st.MarkProvider(ctx, n.AccountID); err != nil {
 		return fmt.Errorf("mark provider: %w", err)
 	}
-	err = st.UpsertNode(ctx, &store.Node{
+	rec := &store.Node{
 		ID: n.ID, AccountID: n.AccountID, PublicKey: reg.NodeKey, Name: n.Name, Region: n.Region,
 		Engine: n.Engine, Agent: n.Agent, Hardware: hw, Offers: offers, FirstSeen: now, LastSeen: now,
-	})
-	if err != nil {
+		Fingerprint: reg.Hardware.Fingerprint, Windows: reg.Windows, Timezone: reg.Timezone,
+	}
+	if prev != nil {
+		rec.HardwareChangedAt = prev.HardwareChangedAt
+		if prev.Fingerprint != "" && prev.Fingerprint != rec.Fingerprint {
+			// New GPUs or a new driver: the node must prove itself again.
+			rec.HardwareChangedAt = now
+			s.fleet.log.Warn("node hardware changed", logNode, n.ID, "from", prev.Fingerprint, "to", rec.Fingerprint)
+			err := st.AddNodeEvent(ctx, &store.NodeEvent{NodeID: n.ID, At: now, Kind: store.EventHardwareChanged,
+				Detail: fmt.Sprintf("hardware fingerprint %s → %s: %s", prev.Fingerprint, cmp.Or(rec.Fingerprint, "none"), gpuSummary(reg.Hardware))})
+			if err != nil {
+				return fmt.Errorf("record node %s: %w", n.ID, err)
+			}
+		}
+	}
+	if err := st.UpsertNode(ctx, rec); err != nil {
 		return fmt.Errorf("record node %s: %w", n.ID, err)
 	}
+	s.act.rec = store.NodeSession{ID: newSessionID(), NodeID: n.ID, ConnectedAt: now, LastSeen: now}
+	if err := st.StartNodeSession(ctx, &s.act.rec); err != nil {
+		return fmt.Errorf("record node %s's session: %w", n.ID, err)
+	}
 	return nil
+}
+
+// gpuSummary reads like "2 × NVIDIA GeForce RTX 3090 24576 MiB, driver 550.54".
+func gpuSummary(hw protocol.Hardware) string {
+	if len(hw.GPUs) == 0 {
+		return "no GPU"
+	}
+	g := hw.GPUs[0]
+	s := fmt.Sprintf("%d × %s %d MiB", len(hw.GPUs), g.Name, g.VRAMMiB)
+	if g.Driver != "" {
+		s += ", driver " + g.Driver
+	}
+	return s
+}
+
+func newSessionID() string {
+	var b [10]byte
+	rand.Read(b[:])
+	return "ns_" + nodeIDEncoding.EncodeToString(b[:])
 }
 
 // close ends the session: every job still running fails, and the connection closes.
@@ -254,12 +301,14 @@ func (s *session) close(err error) {
 		s.mu.Lock()
 		jobs := s.jobs
 		s.jobs = nil
-		s.mu.Unlock()
+		now := s.fleet.cfg.Now()
 		for _, j := range jobs {
-			j.finish(protocol.Frame{Type: protocol.TypeEnd, Job: j.ID, End: &protocol.End{
-				Error: &protocol.Error{Message: fmt.Sprintf("node %s: %v", j.Offer.Node.ID, errNodeGone)},
-			}})
+			end := &protocol.End{Error: &protocol.Error{Message: fmt.Sprintf("node %s: %v", j.Offer.Node.ID, errNodeGone)}}
+			s.act.ended(j.Offer.Node.ID, now, end)
+			j.finish(protocol.Frame{Type: protocol.TypeEnd, Job: j.ID, End: end})
 		}
+		s.act.jobEnded(0, now)
+		s.mu.Unlock()
 		status := websocket.StatusInternalError
 		if errors.Is(err, errCoordinatorClosing) || errors.Is(err, errReplaced) {
 			status = websocket.StatusGoingAway
@@ -338,15 +387,8 @@ func (s *session) readLoop(ctx context.Context) error {
 func (s *session) handle(fr protocol.Frame) error {
 	switch fr.Type {
 	case protocol.TypeHeartbeat:
-		if hb := fr.Heartbeat; hb != nil && s.node != nil {
-			changed := false
-			for _, o := range s.node.Offers {
-				cold := hb.Loaded != nil && !slices.Contains(hb.Loaded, o.Model)
-				changed = o.cold.Swap(cold) != cold || changed
-			}
-			if changed {
-				s.fleet.changedNow() // rankings order warm nodes first
-			}
+		if fr.Heartbeat != nil && s.node != nil {
+			s.heartbeat(fr.Heartbeat)
 		}
 		return nil
 	case protocol.TypeDelta, protocol.TypeEnd:
@@ -357,6 +399,9 @@ func (s *session) handle(fr protocol.Frame) error {
 		j := s.jobs[fr.Job]
 		if j != nil && fr.Type == protocol.TypeEnd {
 			delete(s.jobs, fr.Job)
+			now := s.fleet.cfg.Now()
+			s.act.jobEnded(len(s.jobs), now)
+			s.act.ended(s.node.ID, now, fr.End)
 		}
 		s.mu.Unlock()
 		if j == nil {

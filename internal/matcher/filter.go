@@ -66,6 +66,9 @@ func (f *filter) check(c *Candidate) (reason, int) {
 	if f.continues && !c.Continues {
 		return noContinue, 0
 	}
+	if c.Paused {
+		return paused, 0
+	}
 	if c.Running >= c.MaxConcurrent {
 		return busy, 0
 	}

@@ -31,6 +31,7 @@ type Candidate struct {
 	TokensPerSecond float64       // 0 unknown
 	Warm            bool          // the model is loaded
 	Continues       bool          // the node can take over a partial answer
+	Paused          bool          // the node takes no new jobs for now
 
 	// Offer is where Pick takes a slot. A candidate without one (a what-if ranking, a test)
 	// is taken without a slot.
@@ -59,6 +60,7 @@ func FromOffers(offers []*fleet.Offer) []Candidate {
 		}
 		if n := o.Node; n != nil {
 			c.NodeID, c.ProviderID, c.Region, c.RTT = n.ID, n.AccountID, country(n.Region), n.RTT()
+			c.Paused = n.Paused() != ""
 		}
 	}
 	return cs

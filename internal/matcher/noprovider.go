@@ -21,7 +21,10 @@ const (
 	ReasonPrice       = "over max price"
 	ReasonReliability = "below min reliability"
 	ReasonBusy        = "busy" // no free slot
-	ReasonContinue    = "cannot continue an answer"
+	// ReasonPaused: the node takes no new jobs for now: outside its availability windows,
+	// paused by its owner, its GPU in use by another program, or too hot.
+	ReasonPaused   = "paused"
+	ReasonContinue = "cannot continue an answer"
 )
 
 // reason indexes the counters of a Ranking; eligible is not a reason.
@@ -38,6 +41,7 @@ const (
 	overPrice
 	unreliable
 	noContinue
+	paused
 	busy
 	numReasons
 )
@@ -45,7 +49,7 @@ const (
 var reasonText = [numReasons]string{
 	excluded: ReasonExcluded, ignored: ReasonIgnored, notOnly: ReasonNotOnly, notOrder: ReasonNotOrder,
 	outsideRegion: ReasonRegion, quantized: ReasonQuantized, overPrice: ReasonPrice,
-	unreliable: ReasonReliability, noContinue: ReasonContinue, busy: ReasonBusy,
+	unreliable: ReasonReliability, noContinue: ReasonContinue, paused: ReasonPaused, busy: ReasonBusy,
 }
 
 // NoProvider says why no node could take a request: how many serve the model, and how many
@@ -98,10 +102,10 @@ func (e *NoProvider) Error() string {
 	return b.String()
 }
 
-// Busy reports whether every serving node was refused only for being busy, so retrying soon
-// may succeed.
+// Busy reports whether every serving node was refused only for being busy or paused for now,
+// so retrying later may succeed.
 func (e *NoProvider) Busy() bool {
-	return e.Serving > 0 && e.Reasons[ReasonBusy] == e.Serving
+	return e.Serving > 0 && e.Reasons[ReasonBusy]+e.Reasons[ReasonPaused] == e.Serving
 }
 
 func plural(n int, one, many string) string {

@@ -96,6 +96,10 @@ type Register struct {
 	Engine    string   `json:"engine"`          // "sim", "openai", ...
 	Hardware  Hardware `json:"hardware"`
 	Offers    []Offer  `json:"offers"`
+	// Windows are the node's weekly availability windows ("mon-fri 08:00-18:00") in the IANA
+	// time zone Timezone; empty: always available.
+	Windows  string `json:"windows,omitempty"`
+	Timezone string `json:"timezone,omitempty"`
 }
 
 // Hardware summarises a node's machine.

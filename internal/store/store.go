@@ -66,6 +66,12 @@ type Node struct {
 	LastSeen  time.Time
 	// Overclaims counts the requests whose usage the node claimed beyond what it delivered.
 	Overclaims int
+	// Fingerprint identifies the node's hardware (GPUs and driver); HardwareChangedAt is when
+	// it last changed (zero if never), after which the node must be verified again.
+	Fingerprint       string
+	HardwareChangedAt time.Time
+	// Windows and Timezone are the node's declared weekly availability; empty: always.
+	Windows, Timezone string
 }
 
 // Outcomes of a request.
@@ -101,6 +107,7 @@ type Usage struct {
 type Store interface {
 	Ledger
 	Reports
+	Activity
 
 	// CreateAccount creates an account; ErrConflict if the name is taken.
 	CreateAccount(ctx context.Context, a *Account) error

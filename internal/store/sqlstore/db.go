@@ -99,7 +99,7 @@ func openSQLite(ctx context.Context, path string) (*DB, error) {
 	}
 	w.SetMaxOpenConns(1)
 	db := &DB{w: w, dialect: sqliteDialect, now: time.Now}
-	if err := w.PingContext(ctx); err != nil {
+	if err := pingSQLite(ctx, w); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -121,6 +121,24 @@ func openSQLite(ctx context.Context, path string) (*DB, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	return db, nil
+}
+
+// pingSQLite connects to the database. Two programs opening a new file at once race to turn
+// on its WAL journal, and SQLite answers the loser SQLITE_BUSY at once, without waiting for the
+// busy timeout: it retries for a while.
+func pingSQLite(ctx context.Context, db *sql.DB) error {
+	for attempt := 0; ; attempt++ {
+		err := db.PingContext(ctx)
+		var se *sqlite.Error
+		if err == nil || attempt == 50 || !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // dsn is the driver's name for the file at path with our pragmas.

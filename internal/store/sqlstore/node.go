@@ -9,24 +9,34 @@ import (
 	"github.com/shareai/shareai/internal/store"
 )
 
+// nodeColumns are the columns scanNode reads, in its order.
+const nodeColumns = `id, account_id, public_key, name, region, engine, agent, hardware, offers,
+	first_seen, last_seen, overclaims, fingerprint, hardware_changed_at, windows, timezone`
+
 // UpsertNode inserts the node, or updates everything of it but ID, PublicKey and FirstSeen.
 // store.ErrConflict if another node has its public key, store.ErrNotFound if its account does
 // not exist.
 func (db *DB) UpsertNode(ctx context.Context, n *store.Node) error {
 	_, err := db.w.ExecContext(ctx, db.q(`
-INSERT INTO nodes (id, account_id, public_key, name, region, engine, agent, hardware, offers, first_seen, last_seen)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO nodes (id, account_id, public_key, name, region, engine, agent, hardware, offers,
+	first_seen, last_seen, fingerprint, hardware_changed_at, windows, timezone)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (id) DO UPDATE SET
-	account_id = excluded.account_id,
-	name       = excluded.name,
-	region     = excluded.region,
-	engine     = excluded.engine,
-	agent      = excluded.agent,
-	hardware   = excluded.hardware,
-	offers     = excluded.offers,
-	last_seen  = excluded.last_seen`),
+	account_id          = excluded.account_id,
+	name                = excluded.name,
+	region              = excluded.region,
+	engine              = excluded.engine,
+	agent               = excluded.agent,
+	hardware            = excluded.hardware,
+	offers              = excluded.offers,
+	last_seen           = excluded.last_seen,
+	fingerprint         = excluded.fingerprint,
+	hardware_changed_at = excluded.hardware_changed_at,
+	windows             = excluded.windows,
+	timezone            = excluded.timezone`),
 		n.ID, n.AccountID, n.PublicKey, n.Name, n.Region, n.Engine, n.Agent,
-		jsonText(n.Hardware), jsonText(n.Offers), millis(n.FirstSeen), millis(n.LastSeen))
+		jsonText(n.Hardware), jsonText(n.Offers), millis(n.FirstSeen), millis(n.LastSeen),
+		n.Fingerprint, nullMillis(n.HardwareChangedAt), n.Windows, n.Timezone)
 	if err != nil {
 		return fmt.Errorf("upsert node %s: %w", n.ID, dbError(err))
 	}
@@ -35,23 +45,53 @@ ON CONFLICT (id) DO UPDATE SET
 
 // Node returns a node by id; store.ErrNotFound.
 func (db *DB) Node(ctx context.Context, id string) (*store.Node, error) {
+	n, err := scanNode(db.r.QueryRowContext(ctx, db.q(`SELECT `+nodeColumns+` FROM nodes WHERE id = ?`), id))
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", id, notFound(err))
+	}
+	return n, nil
+}
+
+// NodesOf lists a provider account's nodes, by name then id.
+func (db *DB) NodesOf(ctx context.Context, accountID string) ([]*store.Node, error) {
+	rows, err := db.r.QueryContext(ctx, db.q(`SELECT `+nodeColumns+` FROM nodes
+WHERE account_id = ? ORDER BY name, id`), accountID)
+	if err != nil {
+		return nil, fmt.Errorf("nodes of %s: %w", accountID, err)
+	}
+	defer rows.Close()
+	var ns []*store.Node
+	for rows.Next() {
+		n, err := scanNode(rows)
+		if err != nil {
+			return nil, fmt.Errorf("nodes of %s: %w", accountID, err)
+		}
+		ns = append(ns, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("nodes of %s: %w", accountID, err)
+	}
+	return ns, nil
+}
+
+// scanNode reads one row of nodeColumns.
+func scanNode(row interface{ Scan(...any) error }) (*store.Node, error) {
 	var (
 		n               store.Node
 		hardware, offer sql.NullString
 		first, last     int64
+		changed         sql.NullInt64
 	)
-	err := db.r.QueryRowContext(ctx, db.q(`
-SELECT id, account_id, public_key, name, region, engine, agent, hardware, offers, first_seen, last_seen, overclaims
-FROM nodes WHERE id = ?`), id).Scan(
-		&n.ID, &n.AccountID, &n.PublicKey, &n.Name, &n.Region, &n.Engine, &n.Agent,
-		&hardware, &offer, &first, &last, &n.Overclaims)
-	if err != nil {
-		return nil, fmt.Errorf("node %s: %w", id, notFound(err))
+	if err := row.Scan(&n.ID, &n.AccountID, &n.PublicKey, &n.Name, &n.Region, &n.Engine, &n.Agent,
+		&hardware, &offer, &first, &last, &n.Overclaims,
+		&n.Fingerprint, &changed, &n.Windows, &n.Timezone); err != nil {
+		return nil, err
 	}
 	n.Hardware = fromJSONText(hardware)
 	n.Offers = fromJSONText(offer)
 	n.FirstSeen = fromMillis(first)
 	n.LastSeen = fromMillis(last)
+	n.HardwareChangedAt = fromNullMillis(changed)
 	return &n, nil
 }
 

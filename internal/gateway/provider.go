@@ -1,0 +1,338 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/shareai/shareai/internal/api"
+	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/protocol"
+	"github.com/shareai/shareai/internal/schedule"
+	"github.com/shareai/shareai/internal/store"
+)
+
+// A provider's view of its nodes (provider token):
+//
+//	GET /v1/provider/nodes          every node: online or not, paused and why, hardware, latest
+//	                                telemetry, windows, offers
+//	GET /v1/provider/nodes/{id}     one node, with its record per day over ?days=N (default 7):
+//	                                jobs, tokens, earnings, online and busy time, fill rate,
+//	                                uptime inside its windows; its sessions, telemetry history
+//	                                (downsampled per minute, last 24 hours) and events
+func (g *Gateway) registerProvider(mux *http.ServeMux) {
+	mux.Handle("GET /v1/provider/nodes", g.handleAs(store.KeyProvider, g.providerNodes))
+	mux.Handle("GET /v1/provider/nodes/{id}", g.handleAs(store.KeyProvider, g.providerNode))
+}
+
+// NodeInfo is a provider's node as GET /v1/provider/nodes shows it.
+type NodeInfo struct {
+	ID                string              `json:"id"`
+	Name              string              `json:"name"`
+	Region            string              `json:"region"`
+	Engine            string              `json:"engine"`
+	Agent             string              `json:"agent"`
+	Online            bool                `json:"online"`
+	Paused            *string             `json:"paused"` // why it takes no new jobs; null when it does or is offline
+	Running           int                 `json:"running"`
+	FirstSeen         string              `json:"first_seen"`
+	LastSeen          string              `json:"last_seen"`
+	Hardware          json.RawMessage     `json:"hardware"`
+	Fingerprint       string              `json:"fingerprint"`
+	HardwareChangedAt *string             `json:"hardware_changed_at"` // null if it never changed
+	Windows           string              `json:"windows"`             // "" always available
+	Timezone          string              `json:"timezone"`
+	Offers            []OfferInfo         `json:"offers"`
+	Telemetry         *protocol.Telemetry `json:"telemetry"` // the latest reading; null when none
+	TelemetryAt       *string             `json:"telemetry_at"`
+}
+
+// OfferInfo is one model a node offers, at its ask in USD per million tokens.
+type OfferInfo struct {
+	Model         string `json:"model"`
+	Quantization  string `json:"quantization,omitempty"`
+	ContextLength int    `json:"context_length,omitempty"`
+	MaxConcurrent int    `json:"max_concurrent"`
+	Continues     bool   `json:"continues"`
+	InputPrice    usd    `json:"input_price"`
+	OutputPrice   usd    `json:"output_price"`
+}
+
+// NodeReport is GET /v1/provider/nodes/{id}.
+type NodeReport struct {
+	NodeInfo
+	Since    string            `json:"since"` // the first day counted, YYYY-MM-DD (UTC)
+	Days     []NodeDayReport   `json:"days"`  // oldest first
+	Totals   NodeDayReport     `json:"totals"`
+	Sessions []NodeSessionInfo `json:"sessions"`  // oldest first
+	History  []TelemetryPoint  `json:"telemetry"` // per minute, the last 24 hours
+	Events   []NodeEventInfo   `json:"events"`    // newest first
+}
+
+// NodeDayReport is a node's record over one UTC day (or, as totals, the whole period).
+type NodeDayReport struct {
+	Date             string  `json:"date,omitempty"`
+	Jobs             int     `json:"jobs"`
+	Failed           int     `json:"failed"`
+	PromptTokens     int64   `json:"prompt_tokens"`
+	CompletionTokens int64   `json:"completion_tokens"`
+	EarnedPending    usd     `json:"earned_pending"`
+	EarnedAvailable  usd     `json:"earned_available"`
+	OnlineSeconds    int64   `json:"online_seconds"`
+	BusySeconds      int64   `json:"busy_seconds"`
+	FillRate         float64 `json:"fill_rate"`      // busy / online; 0 when never online
+	WindowSeconds    int64   `json:"window_seconds"` // time inside the declared windows
+	// UptimeInWindows is the share of the declared windows' time the node was online.
+	UptimeInWindows float64 `json:"uptime_in_windows"`
+}
+
+// NodeSessionInfo is one connection of the node.
+type NodeSessionInfo struct {
+	ConnectedAt string `json:"connected_at"`
+	EndedAt     string `json:"ended_at,omitempty"` // empty while online
+	BusySeconds int64  `json:"busy_seconds"`
+}
+
+// TelemetryPoint is a minute of telemetry.
+type TelemetryPoint struct {
+	At string `json:"at"`
+	*protocol.Telemetry
+}
+
+// NodeEventInfo is something that happened to the node.
+type NodeEventInfo struct {
+	At     string `json:"at"`
+	Kind   string `json:"kind"`
+	Detail string `json:"detail"`
+}
+
+const (
+	defaultReportDays = 7
+	maxEventsShown    = 50
+	historyShown      = 24 * time.Hour
+)
+
+func (g *Gateway) providerNodes(w http.ResponseWriter, r *http.Request, c *call) error {
+	nodes, err := g.cfg.Store.NodesOf(r.Context(), c.key.AccountID)
+	if err != nil {
+		return err
+	}
+	out := make([]NodeInfo, len(nodes))
+	for i, n := range nodes {
+		out[i] = g.nodeInfo(n)
+	}
+	return writeJSON(w, data[[]NodeInfo]{out})
+}
+
+func (g *Gateway) providerNode(w http.ResponseWriter, r *http.Request, c *call) error {
+	days := defaultReportDays
+	if s := r.URL.Query().Get("days"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxEarningDays {
+			return api.BadRequest("days", api.CodeInvalidValue, "days must be a whole number from 1 to %d; got '%s'.", maxEarningDays, s)
+		}
+		days = n
+	}
+	ctx, id := r.Context(), r.PathValue("id")
+	n, err := g.cfg.Store.Node(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && n.AccountID != c.key.AccountID) {
+		return &api.Error{Status: http.StatusNotFound, Type: api.TypeInvalidRequest, Code: api.CodeNotFound,
+			Message: "No node of yours has the id '" + id + "'. GET /v1/provider/nodes lists them."}
+	}
+	if err != nil {
+		return err
+	}
+	now := g.cfg.Now()
+	since := store.WindowStart(store.Daily, now).AddDate(0, 0, -(days - 1))
+	sessions, err := g.cfg.Store.NodeSessions(ctx, id, since)
+	if err != nil {
+		return err
+	}
+	counts, err := g.cfg.Store.NodeDays(ctx, id, since)
+	if err != nil {
+		return err
+	}
+	earnings, err := g.cfg.Store.Earnings(ctx, c.key.AccountID, since)
+	if err != nil {
+		return err
+	}
+	samples, err := g.cfg.Store.Telemetry(ctx, id, now.Add(-historyShown))
+	if err != nil {
+		return err
+	}
+	events, err := g.cfg.Store.NodeEvents(ctx, id, maxEventsShown)
+	if err != nil {
+		return err
+	}
+	sched, err := nodeSchedule(n)
+	if err != nil {
+		g.log.Warn("node's windows", logNode, id, "err", err)
+	}
+	rep := NodeReport{NodeInfo: g.nodeInfo(n), Since: since.Format(time.DateOnly),
+		Sessions: []NodeSessionInfo{}, History: []TelemetryPoint{}, Events: []NodeEventInfo{}}
+	rep.Days, rep.Totals = nodeDays(id, since, now, sessions, counts, earnings, sched)
+	for _, s := range sessions {
+		si := NodeSessionInfo{ConnectedAt: rfc3339(s.ConnectedAt), BusySeconds: int64(s.Busy / time.Second)}
+		if s.Ended {
+			si.EndedAt = rfc3339(s.LastSeen)
+		}
+		rep.Sessions = append(rep.Sessions, si)
+	}
+	for _, s := range samples {
+		var t protocol.Telemetry
+		if json.Unmarshal(s.Data, &t) == nil {
+			rep.History = append(rep.History, TelemetryPoint{At: rfc3339(s.At), Telemetry: &t})
+		}
+	}
+	for _, e := range events {
+		rep.Events = append(rep.Events, NodeEventInfo{At: rfc3339(e.At), Kind: e.Kind, Detail: e.Detail})
+	}
+	return writeJSON(w, data[NodeReport]{rep})
+}
+
+// nodeInfo is a node as its record says, with its live state when it is connected.
+func (g *Gateway) nodeInfo(n *store.Node) NodeInfo {
+	info := NodeInfo{ID: n.ID, Name: n.Name, Region: n.Region, Engine: n.Engine, Agent: n.Agent,
+		FirstSeen: rfc3339(n.FirstSeen), LastSeen: rfc3339(n.LastSeen), Hardware: n.Hardware,
+		Fingerprint: n.Fingerprint, Windows: n.Windows, Timezone: n.Timezone, Offers: []OfferInfo{}}
+	if len(info.Hardware) == 0 {
+		info.Hardware = json.RawMessage("{}")
+	}
+	if !n.HardwareChangedAt.IsZero() {
+		at := rfc3339(n.HardwareChangedAt)
+		info.HardwareChangedAt = &at
+	}
+	var offers []protocol.Offer
+	json.Unmarshal(n.Offers, &offers)
+	if live := g.cfg.Fleet.Node(n.ID); live != nil {
+		info.Online, info.LastSeen = true, rfc3339(g.cfg.Now())
+		if p := live.Paused(); p != "" {
+			info.Paused = &p
+		}
+		offers = offers[:0]
+		for _, o := range live.Offers {
+			offers = append(offers, o.Offer)
+			info.Running += o.Running()
+		}
+		if t, at := live.Telemetry(); t != nil {
+			s := rfc3339(at)
+			info.Telemetry, info.TelemetryAt = t, &s
+		}
+	}
+	for _, o := range offers {
+		info.Offers = append(info.Offers, OfferInfo{Model: o.Model, Quantization: o.Quantization, ContextLength: o.ContextLength,
+			MaxConcurrent: o.MaxConcurrent, Continues: o.Continues,
+			InputPrice: usd(o.InputPrice), OutputPrice: usd(o.OutputPrice)})
+	}
+	return info
+}
+
+// nodeSchedule is the node's declared windows; nil when it declared none (always available).
+func nodeSchedule(n *store.Node) (*schedule.Schedule, error) {
+	if n.Windows == "" {
+		return nil, nil
+	}
+	loc := time.UTC
+	if n.Timezone != "" {
+		l, err := time.LoadLocation(n.Timezone)
+		if err != nil {
+			return nil, err
+		}
+		loc = l
+	}
+	return schedule.Parse(n.Windows, loc)
+}
+
+// nodeDays is a node's record per UTC day from since to now, and over the whole period.
+// Online time is the sessions' time within each day; a session's busy time is spread over its
+// days in proportion to its online time in each. Uptime in windows is the online time inside
+// the declared windows over their time (always available: the whole day).
+func nodeDays(nodeID string, since, now time.Time, sessions []*store.NodeSession, counts []store.NodeDay,
+	earnings []store.Earning, sched *schedule.Schedule) ([]NodeDayReport, NodeDayReport) {
+	var days []NodeDayReport
+	var online, busy, window, onlineInWindows []time.Duration
+	for day := since; day.Before(now); day = day.AddDate(0, 0, 1) {
+		end := minTime(day.AddDate(0, 0, 1), now)
+		days = append(days, NodeDayReport{Date: day.Format(time.DateOnly)})
+		online, busy = append(online, 0), append(busy, 0)
+		window = append(window, sched.Overlap(day, end))
+		onlineInWindows = append(onlineInWindows, 0)
+		for _, s := range sessions {
+			from, to := maxTime(s.ConnectedAt, day), minTime(s.LastSeen, end)
+			if !from.Before(to) {
+				continue
+			}
+			i := len(days) - 1
+			online[i] += to.Sub(from)
+			onlineInWindows[i] += sched.Overlap(from, to)
+			if total := s.LastSeen.Sub(s.ConnectedAt); total > 0 {
+				busy[i] += time.Duration(float64(s.Busy) * float64(to.Sub(from)) / float64(total))
+			}
+		}
+	}
+	index := func(t time.Time) int { return int(t.Sub(since) / (24 * time.Hour)) }
+	for _, c := range counts {
+		if i := index(c.Day); i >= 0 && i < len(days) {
+			d := &days[i]
+			d.Jobs, d.Failed, d.PromptTokens, d.CompletionTokens = c.Jobs, c.Failed, c.PromptTokens, c.CompletionTokens
+		}
+	}
+	pending, available := make([]money.Nanos, len(days)), make([]money.Nanos, len(days))
+	for _, e := range earnings {
+		if i := index(e.Day); e.NodeID == nodeID && i >= 0 && i < len(days) {
+			pending[i] += e.Pending
+			available[i] += e.Available
+		}
+	}
+	var tot NodeDayReport
+	var totOnline, totBusy, totWindow, totIn time.Duration
+	var totPending, totAvailable money.Nanos
+	for i := range days {
+		d := &days[i]
+		fill(d, online[i], busy[i], window[i], onlineInWindows[i], pending[i], available[i])
+		tot.Jobs += d.Jobs
+		tot.Failed += d.Failed
+		tot.PromptTokens += d.PromptTokens
+		tot.CompletionTokens += d.CompletionTokens
+		totOnline, totBusy, totWindow, totIn = totOnline+online[i], totBusy+busy[i], totWindow+window[i], totIn+onlineInWindows[i]
+		totPending, totAvailable = totPending+pending[i], totAvailable+available[i]
+	}
+	fill(&tot, totOnline, totBusy, totWindow, totIn, totPending, totAvailable)
+	return days, tot
+}
+
+// fill sets a day's times, rates and earnings.
+func fill(d *NodeDayReport, online, busy, window, onlineInWindows time.Duration, pending, available money.Nanos) {
+	d.OnlineSeconds, d.BusySeconds, d.WindowSeconds = int64(online/time.Second), int64(busy/time.Second), int64(window/time.Second)
+	d.EarnedPending, d.EarnedAvailable = usd(pending), usd(available)
+	if online > 0 {
+		d.FillRate = ratio(busy, online)
+	}
+	if window > 0 {
+		d.UptimeInWindows = ratio(onlineInWindows, window)
+	}
+}
+
+// ratio is a/b rounded to 4 places, at most 1.
+func ratio(a, b time.Duration) float64 {
+	r := min(float64(a)/float64(b), 1)
+	return float64(int64(r*10000+0.5)) / 10000
+}
+
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
