@@ -23,6 +23,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/shareai/shareai/internal/engine"
+	"github.com/shareai/shareai/internal/guard"
 	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
 )
@@ -60,8 +61,29 @@ type Config struct {
 	// WaitForEngine keeps retrying, with backoff, an engine that does not answer at start,
 	// instead of failing: a provider's engine may start after its agent.
 	WaitForEngine bool
-	Log           *slog.Logger
+
+	// Schedule is when the node takes jobs; nil: always. Windows and Timezone say the same to
+	// the coordinator, for its provider reports.
+	Schedule          Schedule
+	Windows, Timezone string
+	// Drain is how long running jobs may go on once the node stops taking new ones (a window
+	// closes, the owner pauses it, it steps aside); then other nodes finish their answers.
+	// Default DefaultDrain.
+	Drain time.Duration
+	// Telemetry reads the GPUs, for heartbeats and the guard; nil: no readings.
+	Telemetry func(ctx context.Context) (*protocol.Telemetry, error)
+	// Guard pauses the node while its owner uses the GPU or it runs too hot; nil: never.
+	Guard *guard.Guard
+	// CheckEvery is how often the node reads its GPUs and checks its windows. Default 5s.
+	CheckEvery time.Duration
+	Now        func() time.Time // default time.Now
+
+	Log *slog.Logger
 }
+
+// DefaultDrain is how long running jobs may go on, by default, once the node stops taking new
+// ones.
+const DefaultDrain = 10 * time.Minute
 
 // Agent is a running provider agent.
 type Agent struct {
@@ -76,6 +98,17 @@ type Agent struct {
 	conns   int // successful registrations so far
 	ready   chan struct{}
 	ws      *websocket.Conn // the connection now, nil between connections
+	conn    *conn           // the same, registered
+
+	// Whether the node takes jobs: see check.
+	checkMu     sync.Mutex // one check at a time
+	ownerPaused bool
+	guardReason string
+	ranSince    int    // the most jobs that ran since the last reading
+	paused      string // why the node takes no new jobs, "" when it does
+	pausedAt    time.Time
+	telemetry   *protocol.Telemetry
+	kick        chan struct{} // asks the connection for a heartbeat now
 }
 
 // Drop closes the connection to the coordinator at once, as a network failure would; the agent
@@ -107,6 +140,15 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Drain <= 0 {
+		cfg.Drain = DefaultDrain
+	}
+	if cfg.CheckEvery <= 0 {
+		cfg.CheckEvery = 5 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.Hardware.OS == "" {
 		cfg.Hardware.OS, cfg.Hardware.Arch, cfg.Hardware.CPUs = runtime.GOOS, runtime.GOARCH, runtime.NumCPU()
 	}
@@ -114,7 +156,7 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Agent{cfg: cfg, log: cfg.Log, key: key, url: u, ready: make(chan struct{})}, nil
+	return &Agent{cfg: cfg, log: cfg.Log, key: key, url: u, ready: make(chan struct{}), kick: make(chan struct{}, 1)}, nil
 }
 
 func connectURL(base string) (string, error) {
@@ -166,6 +208,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil || ctx.Err() != nil {
 		return err
 	}
+	wctx, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+	a.check(wctx, true) // the node registers knowing whether it takes jobs
+	go a.watch(wctx)
 	var attempt int
 	for {
 		registered, err := a.session(ctx, offers)

@@ -40,7 +40,7 @@ type conn struct {
 
 // job is one job running on the engine.
 type job struct {
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 	credit chan int // grants from the coordinator
 }
 
@@ -77,7 +77,7 @@ func (a *Agent) session(ctx context.Context, offers []protocol.Offer) (registere
 	}
 	a.mu.Lock()
 	a.nodeID = reg.NodeID
-	a.ws = ws
+	a.ws, a.conn = ws, c
 	a.conns++
 	if a.conns == 1 {
 		close(a.ready)
@@ -103,7 +103,7 @@ func (a *Agent) session(ctx context.Context, offers []protocol.Offer) (registere
 	})
 	err = g.Wait()
 	a.mu.Lock()
-	a.ws = nil
+	a.ws, a.conn = nil, nil
 	a.mu.Unlock()
 	close(c.done)
 	c.cancelAll()
@@ -131,6 +131,8 @@ func (c *conn) handshake(ctx context.Context, offers []protocol.Offer) (*protoco
 		Engine:    a.cfg.Engine.Name(),
 		Hardware:  a.cfg.Hardware,
 		Offers:    offers,
+		Windows:   a.cfg.Windows,
+		Timezone:  a.cfg.Timezone,
 	}
 	b, _ := json.Marshal(protocol.Frame{Type: protocol.TypeRegister, Register: reg})
 	if err := c.ws.Write(ctx, websocket.MessageText, b); err != nil {
@@ -193,7 +195,7 @@ func (c *conn) handle(ctx context.Context, fr protocol.Frame) {
 		j := c.jobs[fr.Job]
 		c.mu.Unlock()
 		if j != nil {
-			j.cancel()
+			j.cancel(nil)
 		}
 	case protocol.TypeCredit:
 		c.mu.Lock()
@@ -212,6 +214,10 @@ func (c *conn) handle(ctx context.Context, fr protocol.Frame) {
 
 // start runs a job in its own goroutine, or refuses it at once if its offer has no free slot.
 func (c *conn) start(ctx context.Context, id string, req *protocol.Request) {
+	if why := c.a.Paused(); why != "" {
+		c.send(protocol.Frame{Type: protocol.TypeEnd, Job: id, End: &protocol.End{Error: &protocol.Error{Message: "node takes no new jobs: " + why}}})
+		return
+	}
 	c.mu.Lock()
 	limit, offered := c.limits[req.Model]
 	if !offered || c.perModel[req.Model] >= limit || c.jobs[id] != nil {
@@ -223,18 +229,19 @@ func (c *conn) start(ctx context.Context, id string, req *protocol.Request) {
 		c.send(protocol.Frame{Type: protocol.TypeEnd, Job: id, End: &protocol.End{Error: &protocol.Error{Message: msg}}})
 		return
 	}
-	jctx, cancel := context.WithCancel(ctx)
+	jctx, cancel := context.WithCancelCause(ctx)
 	j := &job{cancel: cancel, credit: make(chan int, 4)}
 	c.jobs[id] = j
 	c.perModel[req.Model]++
 	c.mu.Unlock()
 	c.a.mu.Lock()
 	c.a.running++
+	c.a.ranSince = max(c.a.ranSince, c.a.running)
 	c.a.mu.Unlock()
 
 	go func() {
 		end := c.run(jctx, id, j, req)
-		cancel()
+		cancel(nil)
 		c.mu.Lock()
 		delete(c.jobs, id)
 		c.perModel[req.Model]--
@@ -253,6 +260,12 @@ func (c *conn) run(ctx context.Context, id string, j *job, req *protocol.Request
 	res, err := c.a.cfg.Engine.Run(ctx, req, c.withChaos(out, ctx.Done()))
 	fr := protocol.Frame{Type: protocol.TypeEnd, Job: id}
 	if ctx.Err() != nil {
+		if errors.Is(context.Cause(ctx), errSteppedAside) {
+			// The node stepped aside mid-answer: an error, so another node finishes it.
+			fr.End = &protocol.End{Usage: protocol.Usage{CompletionTokens: out.sent}, Estimated: true,
+				Error: &protocol.Error{Message: fmt.Sprintf("%v: %s", errSteppedAside, c.a.Paused())}}
+			return fr
+		}
 		// Cancelled by the coordinator (or the connection went away): report what was sent.
 		fr.End = &protocol.End{FinishReason: protocol.FinishCancelled, Usage: protocol.Usage{CompletionTokens: out.sent}, Estimated: true}
 		return fr
@@ -407,6 +420,9 @@ func (c *conn) writeLoop(ctx, wsctx context.Context) error {
 	}
 }
 
+// heartbeat tells the coordinator the node is alive every interval, and at once when the node
+// starts or stops taking jobs: what runs, which models are loaded, whether it takes jobs, and
+// its latest hardware reading.
 func (c *conn) heartbeat(ctx context.Context, every time.Duration) error {
 	if every <= 0 {
 		every = 5 * time.Second
@@ -414,30 +430,35 @@ func (c *conn) heartbeat(ctx context.Context, every time.Duration) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
+		if err := c.send(protocol.Frame{Type: protocol.TypeHeartbeat, Heartbeat: c.beat(ctx, every/2)}); err != nil {
+			return nil
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-		}
-		c.mu.Lock()
-		n := len(c.jobs)
-		c.mu.Unlock()
-		hb := &protocol.Heartbeat{Running: n}
-		if l, ok := c.a.cfg.Engine.(engine.Loader); ok {
-			lctx, cancel := context.WithTimeout(ctx, every/2)
-			loaded, err := l.Loaded(lctx)
-			cancel()
-			if err == nil {
-				hb.Loaded = append(loaded[:0:0], loaded...)
-				if hb.Loaded == nil {
-					hb.Loaded = []string{} // nothing loaded, which is not "cannot tell"
-				}
-			}
-		}
-		if err := c.send(protocol.Frame{Type: protocol.TypeHeartbeat, Heartbeat: hb}); err != nil {
-			return nil
+		case <-c.a.kick:
 		}
 	}
+}
+
+func (c *conn) beat(ctx context.Context, timeout time.Duration) *protocol.Heartbeat {
+	c.mu.Lock()
+	n := len(c.jobs)
+	c.mu.Unlock()
+	hb := &protocol.Heartbeat{Running: n, Paused: c.a.Paused(), Telemetry: c.a.Telemetry()}
+	if l, ok := c.a.cfg.Engine.(engine.Loader); ok {
+		lctx, cancel := context.WithTimeout(ctx, timeout)
+		loaded, err := l.Loaded(lctx)
+		cancel()
+		if err == nil {
+			hb.Loaded = append(loaded[:0:0], loaded...)
+			if hb.Loaded == nil {
+				hb.Loaded = []string{} // nothing loaded, which is not "cannot tell"
+			}
+		}
+	}
+	return hb
 }
 
 // cancelAll stops every job when the connection is gone: nobody can receive their answers.
@@ -445,6 +466,6 @@ func (c *conn) cancelAll() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, j := range c.jobs {
-		j.cancel()
+		j.cancel(nil)
 	}
 }

@@ -147,16 +147,16 @@ func (p *Provider) Flags(fs *flag.FlagSet) {
 // providerFile is the YAML file's shape. Settings that also have a flag are strings here: the
 // file sets the flag's value, which the environment and the command line then override.
 type providerFile struct {
-	Coordinator   string `yaml:"coordinator"`
-	Token         string `yaml:"token"`
-	DataDir       string `yaml:"data_dir"`
-	Name          string `yaml:"name"`
-	Region        string `yaml:"region"`
-	MaxConcurrent string `yaml:"max_concurrent"`
-	ContextLength string `yaml:"context_length"`
-	Quantization  string `yaml:"quantization"`
+	Coordinator   string   `yaml:"coordinator"`
+	Token         string   `yaml:"token"`
+	DataDir       string   `yaml:"data_dir"`
+	Name          string   `yaml:"name"`
+	Region        string   `yaml:"region"`
+	MaxConcurrent string   `yaml:"max_concurrent"`
+	ContextLength string   `yaml:"context_length"`
+	Quantization  string   `yaml:"quantization"`
 	Models        []string `yaml:"models"`
-	Control       string `yaml:"control"`
+	Control       string   `yaml:"control"`
 	Engine        struct {
 		Kind     string   `yaml:"kind"`
 		URL      string   `yaml:"url"`

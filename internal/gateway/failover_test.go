@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shareai/shareai/internal/agent"
 	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/engine/sim"
 	"github.com/shareai/shareai/internal/protocol"
@@ -112,6 +113,37 @@ func TestFailover_NodeDropsMidStream(t *testing.T) {
 	})
 	if want := want(t, prompt, 5); a.text.String() != want {
 		t.Errorf("answer after failover:\n%q\nwant the undisturbed answer\n%q", a.text.String(), want)
+	}
+	if len(a.ids) != 1 || !a.done || a.errText != "" || len(a.finish) != 1 || a.finish[0] != "stop" {
+		t.Errorf("ids %v, done %v, error %q, finish %v; want one id, [DONE], no error, one stop", a.ids, a.done, a.errText, a.finish)
+	}
+	env.WaitFor("the request to be settled", func() bool { return balance(t, env).Held == 0 })
+	ledgerSumIsZero(t, env)
+	prov, _ := env.Store.Account(context.Background(), "local-provider")
+	earn, err := env.Store.Earnings(context.Background(), prov.ID, time.Now().Add(-time.Hour))
+	if err != nil || len(earn) != 2 {
+		t.Errorf("earnings %+v, %v; want both nodes paid for their parts", earn, err)
+	}
+}
+
+// A node whose owner takes the GPU back mid-answer stops taking jobs, and when its drain
+// deadline passes it hands the running job back: another node finishes the answer, and both
+// are paid for their parts.
+func TestFailover_NodeStepsAside(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Providers: 2, Sim: sim.Config{TokensPerSecond: 100}, Agent: func(i int, c *agent.Config) {
+		c.Drain, c.CheckEvery = 50*time.Millisecond, 20*time.Millisecond
+	}})
+	const prompt = "Tell a long story about a gamer taking the GPU back."
+	resp := streamReq(t, env, prompt)
+	defer resp.Body.Close()
+	first := agentIndex(env, resp.Header.Get("X-Shareai-Node"))
+	a := readStream(t, resp, func(n int) {
+		if n == 5 {
+			env.Agents[first].Pause()
+		}
+	})
+	if w := want(t, prompt, 5); a.text.String() != w {
+		t.Errorf("answer after the node stepped aside:\n%q\nwant the undisturbed answer\n%q", a.text.String(), w)
 	}
 	if len(a.ids) != 1 || !a.done || a.errText != "" || len(a.finish) != 1 || a.finish[0] != "stop" {
 		t.Errorf("ids %v, done %v, error %q, finish %v; want one id, [DONE], no error, one stop", a.ids, a.done, a.errText, a.finish)

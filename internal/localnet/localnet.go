@@ -34,6 +34,7 @@ type Config struct {
 	NewEngine         func(i int) (engine.Engine, error)
 	MaxConcurrent     int           // slots per offer; default 4
 	HeartbeatInterval time.Duration // default 5s
+	RecordInterval    time.Duration // how often nodes' activity is stored; default 1m
 	DrainTimeout      time.Duration // default 30s
 	KeyCacheTTL       time.Duration // default 10s
 	Region            string        // the agents' region
@@ -47,6 +48,8 @@ type Config struct {
 	// Chaos makes the agents drop or stall mid-answer, all but the last Healthy ones.
 	Chaos   agent.Chaos
 	Healthy int
+	// Agent, if set, changes agent i's configuration before it starts.
+	Agent func(i int, c *agent.Config)
 	// Credit is deposited to the local buyer's account when it is created.
 	Credit  money.Nanos
 	Version string
@@ -208,7 +211,7 @@ func (n *Net) StartCoordinator() error {
 	n.addr = ln.Addr().String()
 	n.URL = "http://" + n.addr
 	c := coordinator.New(coordinator.Config{
-		Store: n.Store, Log: n.cfg.Log, HeartbeatInterval: n.cfg.HeartbeatInterval,
+		Store: n.Store, Log: n.cfg.Log, HeartbeatInterval: n.cfg.HeartbeatInterval, RecordInterval: n.cfg.RecordInterval,
 		DrainTimeout: n.cfg.DrainTimeout, KeyCacheTTL: n.cfg.KeyCacheTTL,
 		FeeBasisPoints: n.cfg.FeeBasisPoints, SettlementDelay: n.cfg.SettlementDelay, DefaultMaxTokens: n.cfg.DefaultMaxTokens,
 		StallTimeout: n.cfg.StallTimeout,
@@ -247,7 +250,7 @@ func (n *Net) startAgents(ctx context.Context) error {
 			hw.Simulated = true
 			hw.GPUs = []protocol.GPU{{Name: "Simulated GPU", VRAMMiB: 24576}}
 		}
-		a, err := agent.New(agent.Config{
+		cfg := agent.Config{
 			Coordinator:   n.URL,
 			Token:         n.ProviderToken,
 			DataDir:       filepath.Join(n.cfg.DataDir, "nodes", fmt.Sprintf("node-%d", i+1)),
@@ -261,7 +264,11 @@ func (n *Net) startAgents(ctx context.Context) error {
 			Version:       n.cfg.Version,
 			Chaos:         n.chaos(i),
 			Log:           n.cfg.Log.With("agent", i+1),
-		})
+		}
+		if n.cfg.Agent != nil {
+			n.cfg.Agent(i, &cfg)
+		}
+		a, err := agent.New(cfg)
 		if err != nil {
 			return err
 		}

@@ -38,6 +38,8 @@ type Options struct {
 	// Chaos makes the agents drop or stall mid-answer, all but the last Healthy ones.
 	Chaos   agent.Chaos
 	Healthy int
+	// Agent, if set, changes agent i's configuration before it starts.
+	Agent func(i int, c *agent.Config)
 	// Credit is the buyer's starting balance; default $1000. Prices default to $0.05 and
 	// $0.10 per million input and output tokens, the fee to 5%.
 	Credit                  money.Nanos
@@ -82,8 +84,8 @@ func New(t testing.TB, opts Options) *Env {
 	n, err := localnet.Start(ctx, localnet.Config{
 		DataDir: t.TempDir(), Addr: "127.0.0.1:0", Providers: opts.Providers,
 		NewEngine: opts.NewEngine, MaxConcurrent: opts.MaxConcurrent,
-		HeartbeatInterval: opts.HeartbeatInterval, KeyCacheTTL: opts.KeyCacheTTL, Regions: opts.Regions, StallTimeout: opts.StallTimeout, Chaos: opts.Chaos, Healthy: opts.Healthy,
-		DrainTimeout: 5 * time.Second, Log: log,
+		HeartbeatInterval: opts.HeartbeatInterval, KeyCacheTTL: opts.KeyCacheTTL, Regions: opts.Regions, StallTimeout: opts.StallTimeout, Chaos: opts.Chaos, Healthy: opts.Healthy, Agent: opts.Agent,
+		DrainTimeout: 5 * time.Second, RecordInterval: 100 * time.Millisecond, Log: log,
 		Credit: opts.Credit, InputPrice: opts.InputPrice, OutputPrice: opts.OutputPrice, FeeBasisPoints: opts.FeeBasisPoints,
 	})
 	if err != nil {
