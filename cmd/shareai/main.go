@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	_ "time/tzdata" // providers' time zones on machines without a zone database (Windows)
 )
 
 // version is set at build time with -ldflags "-X main.version=…".

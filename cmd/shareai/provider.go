@@ -2,29 +2,58 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"os"
 
 	"github.com/shareai/shareai/internal/agent"
 	"github.com/shareai/shareai/internal/config"
 	"github.com/shareai/shareai/internal/engine"
+	"github.com/shareai/shareai/internal/engine/ollama"
+	"github.com/shareai/shareai/internal/guard"
+	"github.com/shareai/shareai/internal/hw"
 	"github.com/shareai/shareai/internal/protocol"
+	"github.com/shareai/shareai/internal/schedule"
 )
 
+const providerHelp = `Run the provider agent: it dials the coordinator (outbound, so it works behind NAT),
+registers this node and its models, and serves jobs on a local inference engine:
+  --engine ollama  Ollama's own API at --upstream (default http://127.0.0.1:11434)
+  --engine openai  any OpenAI-compatible server (vLLM, llama.cpp llama-server, SGLang,
+                   LM Studio), given by --upstream
+  --engine sim     a simulated GPU, for demos and tests
+Settings come from the YAML file --config (see 'shareai provider init'), then the
+environment, then these flags. The node key is kept in --data-dir; keep it to keep the
+node's identity.
+
+Also:
+  shareai provider init       detect the hardware and write a commented configuration
+  shareai provider pause      stop the running agent taking new jobs (resume undoes it)
+  shareai provider status     show the running agent's state
+  shareai provider earnings   a provider's earnings, from the coordinator's database`
+
 func runProvider(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "earnings" {
-		return runProviderEarnings(ctx, args[1:], stdout, stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case "earnings":
+			return runProviderEarnings(ctx, args[1:], stdout, stderr)
+		case "init":
+			return runProviderInit(ctx, args[1:], stdout, stderr)
+		case "pause", "resume", "status":
+			return runProviderControl(ctx, args[0], args[1:], stdout, stderr)
+		}
 	}
 	var cfg config.Provider
 	fs := flag.NewFlagSet("provider", flag.ContinueOnError)
 	cfg.Flags(fs)
-	if err := parse(fs, args, stderr, `Run the provider agent: it dials the coordinator (outbound, so it works behind NAT),
-registers this node and its models, and serves jobs on a local inference engine:
-  --engine openai  any OpenAI-compatible server (vLLM, llama.cpp llama-server, SGLang,
-                   LM Studio, Ollama's /v1), given by --upstream
-  --engine sim     a simulated GPU, for demos and tests
-The node key is kept in --data-dir; keep it to keep the node's identity.
-'shareai provider earnings --help' shows a provider's earnings from the coordinator's database.`); err != nil {
+	if err := cfg.LoadFile(fs, config.ConfigPath(args, os.Getenv)); err != nil {
+		return err
+	}
+	if err := parse(fs, args, stderr, providerHelp); err != nil {
 		return err
 	}
 	if err := cfg.Validate(); err != nil {
@@ -34,29 +63,233 @@ The node key is kept in --data-dir; keep it to keep the node's identity.
 	if err != nil {
 		return err
 	}
+	acfg, err := agentConfig(ctx, &cfg, log)
+	if err != nil {
+		return err
+	}
+	a, err := agent.New(acfg)
+	if err != nil {
+		return err
+	}
+	if cfg.Control != "" {
+		ln, err := net.Listen("tcp", cfg.Control)
+		if err != nil {
+			return fmt.Errorf("control API on %s: %w (set --control to another port, or empty for none)", cfg.Control, err)
+		}
+		go func() {
+			if err := a.ServeControl(ctx, ln); err != nil {
+				log.Error("control API", "err", err)
+			}
+		}()
+	}
+	return a.Run(ctx)
+}
+
+// agentConfig turns the provider's settings into the agent's: the engine, the hardware and its
+// readings, the guard, the windows, the offers and what fits the GPUs.
+func agentConfig(ctx context.Context, cfg *config.Provider, log *slog.Logger) (agent.Config, error) {
+	eng, err := newProviderEngine(cfg)
+	if err != nil {
+		return agent.Config{}, err
+	}
+	if o, ok := eng.(*ollama.Engine); ok && len(cfg.PullList()) > 0 {
+		if err := o.EnsurePulled(ctx, log); err != nil {
+			log.Warn("could not pull every model asked for; offering those installed", "err", err)
+		}
+	}
+	in, out, _ := cfg.Ask.Prices()
+	acfg := agent.Config{
+		Coordinator: cfg.Coordinator, Token: cfg.Token, DataDir: cfg.DataDir, Name: cfg.Name, Region: cfg.Region,
+		Engine: eng, MaxConcurrent: cfg.MaxConcurrent, ContextLength: cfg.ContextLength, Quantization: cfg.Quantization,
+		InputPrice: in, OutputPrice: out, WaitForEngine: true, Drain: cfg.Availability.Drain,
+		Version: version, Log: log,
+	}
+	for _, o := range cfg.Offers {
+		in, out, err := o.Prices(cfg.Ask)
+		if err != nil {
+			return acfg, err
+		}
+		acfg.Offers = append(acfg.Offers, protocol.Offer{Model: o.Model, Quantization: o.Quantization,
+			ContextLength: o.ContextLength, MaxConcurrent: o.MaxConcurrent, InputPrice: int64(in), OutputPrice: int64(out)})
+	}
+	if err := setSchedule(&acfg, cfg); err != nil {
+		return acfg, err
+	}
+	if cfg.Engine == "sim" {
+		acfg.Hardware = protocol.Hardware{Simulated: true, GPUs: []protocol.GPU{{Name: "Simulated GPU", VRAMMiB: 24576}}}
+		log.Info("using the simulated engine: answers are simulated text, not a real model")
+		return acfg, nil
+	}
+	return acfg, setHardware(ctx, &acfg, cfg, log)
+}
+
+func newProviderEngine(cfg *config.Provider) (engine.Engine, error) {
 	var models []engine.Model
 	for _, m := range cfg.ModelList() {
 		models = append(models, engine.Model{Name: m, ContextLength: cfg.ContextLength})
 	}
-	eng, err := newEngine(cfg.Engine, cfg.Upstream, cfg.UpstreamAPIKey, cfg.Continue, models, cfg.SimTTFT, cfg.SimTPS)
+	if cfg.Engine == "ollama" {
+		names := cfg.ModelList()
+		for _, o := range cfg.Offers {
+			names = append(names, o.Model)
+		}
+		return ollama.New(ollama.Config{BaseURL: cfg.Upstream, Models: names, Pull: cfg.PullList()})
+	}
+	return newEngine(cfg.Engine, cfg.Upstream, cfg.UpstreamAPIKey, cfg.Continue, models, cfg.SimTTFT, cfg.SimTPS)
+}
+
+// setSchedule sets the node's availability windows.
+func setSchedule(acfg *agent.Config, cfg *config.Provider) error {
+	if cfg.Availability.Windows == "" {
+		return nil
+	}
+	loc, err := cfg.Availability.Location()
 	if err != nil {
 		return err
 	}
-	hw := protocol.Hardware{}
-	if cfg.Engine == "sim" {
-		hw.Simulated = true
-		hw.GPUs = []protocol.GPU{{Name: "Simulated GPU", VRAMMiB: 24576}}
-		log.Info("using the simulated engine: answers are simulated text, not a real model")
+	sched, err := schedule.Parse(cfg.Availability.Windows, loc)
+	if err != nil {
+		return &config.FieldError{Field: "windows", Msg: err.Error()}
 	}
-	in, out, _ := cfg.Ask.Prices()
-	a, err := agent.New(agent.Config{
-		InputPrice: in, OutputPrice: out, WaitForEngine: true,
-		Coordinator: cfg.Coordinator, Token: cfg.Token, DataDir: cfg.DataDir, Name: cfg.Name,
-		Region: cfg.Region, Engine: eng, MaxConcurrent: cfg.MaxConcurrent, ContextLength: cfg.ContextLength, Quantization: cfg.Quantization, Hardware: hw,
-		Version: version, Log: log,
+	acfg.Schedule, acfg.Windows, acfg.Timezone = sched, sched.String(), loc.String()
+	return nil
+}
+
+// setHardware discovers the GPUs, reads them for heartbeats and the guard, and refuses offers
+// that cannot fit their memory.
+func setHardware(ctx context.Context, acfg *agent.Config, cfg *config.Provider, log *slog.Logger) error {
+	probe := hw.Local(hw.Exec)
+	probe.Log = log
+	machine, err := probe.Discover(ctx)
+	if err != nil {
+		return err
+	}
+	acfg.Hardware = machine
+	vendor := hw.Vendor(machine)
+	var vram int64
+	for _, g := range machine.GPUs {
+		vram += g.VRAMMiB
+	}
+	log.Info("hardware", "vendor", vendor, "gpus", len(machine.GPUs), "vram_mib", vram, "fingerprint", machine.Fingerprint)
+	acfg.CheckFit = func(m engine.Model, contextLength int) error {
+		return hw.Check(hw.ModelSpec{Name: m.Name, Parameters: m.Parameters, Quantization: m.Quantization,
+			SizeBytes: m.SizeBytes, ContextLength: contextLength}, vram)
+	}
+	if len(machine.GPUs) == 0 {
+		return nil
+	}
+	processes := cmpOr(cfg.Guard.EngineProcesses, engineProcesses[cfg.Engine])
+	acfg.Telemetry = func(ctx context.Context) (*protocol.Telemetry, error) {
+		t, err := hw.Sample(ctx, hw.Exec, vendor)
+		if t == nil || err != nil {
+			return t, err
+		}
+		t.Processes, err = hw.Processes(ctx, hw.Exec, vendor, processes)
+		return t, err
+	}
+	g, err := guard.New(guard.Config{
+		StepAside: cfg.Guard.StepAside, BusyUtilizationPct: cfg.Guard.BusyUtilization, QuietPeriod: cfg.Guard.QuietPeriod,
+		EngineProcesses: processes, MaxTemperatureC: cfg.Guard.MaxTemperatureC, ResumeTemperatureC: cfg.Guard.ResumeTemperatureC,
+		MaxPowerW: cfg.Guard.MaxPowerW, ResumePowerW: cfg.Guard.ResumePowerW,
 	})
 	if err != nil {
 		return err
 	}
-	return a.Run(ctx)
+	acfg.Guard = g
+	return nil
+}
+
+// engineProcesses name the GPU processes of each kind of engine, which are not the owner's.
+var engineProcesses = map[string][]string{
+	"ollama": {"ollama", "ollama_llama_server"},
+	"openai": {"llama-server", "vllm", "sglang", "text-generation-launcher", "text-generation-server", "lm studio", "lmstudio"},
+}
+
+func cmpOr(a, b []string) []string {
+	if len(a) > 0 {
+		return a
+	}
+	return b
+}
+
+// runProviderControl is 'shareai provider pause|resume|status': it asks the running agent,
+// over its local control API, with the token kept in its data directory.
+func runProviderControl(ctx context.Context, action string, args []string, stdout, stderr io.Writer) error {
+	var cfg config.Provider
+	fs := flag.NewFlagSet("provider "+action, flag.ContinueOnError)
+	cfg.Flags(fs)
+	if err := cfg.LoadFile(fs, config.ConfigPath(args, os.Getenv)); err != nil {
+		return err
+	}
+	about := map[string]string{
+		"pause":  "Stop the running agent taking new jobs, until 'shareai provider resume'. Its running jobs go\non for the drain deadline (--drain), then other nodes finish their answers.",
+		"resume": "Let the running agent take jobs again, unless something else still stops it: outside its\nwindows, its GPU in use by another program, too hot.",
+		"status": "Show the running agent's state: connected or not, whether it takes jobs and why not, its\nrunning jobs and its latest GPU readings.",
+	}[action]
+	if err := parse(fs, args, stderr, about+"\n\nIt asks the agent at --control with the token in --data-dir: give the agent's --config\n(or the same --control and --data-dir)."); err != nil {
+		return err
+	}
+	if cfg.Control == "" {
+		return errors.New("--control is empty: the agent serves no control API")
+	}
+	st, err := agent.Control(ctx, cfg.Control, cfg.DataDir, action)
+	if err != nil {
+		return err
+	}
+	printStatus(stdout, st)
+	return nil
+}
+
+func printStatus(w io.Writer, st agent.Status) {
+	state := "taking jobs"
+	if st.Paused != "" {
+		state = "taking no new jobs: " + st.Paused
+	}
+	conn := "connected"
+	if !st.Connected {
+		conn = "not connected to the coordinator"
+	}
+	fmt.Fprintf(w, "node     %s (%s)\nstate    %s\nrunning  %d jobs\n", st.NodeID, conn, state, st.Running)
+	if st.Windows != "" {
+		fmt.Fprintf(w, "windows  %s (%s)\n", st.Windows, st.Timezone)
+	}
+	if st.Telemetry != nil {
+		for _, g := range st.Telemetry.GPUs {
+			fmt.Fprintf(w, "gpu %d    %s\n", g.Index, reading(g))
+		}
+		for _, p := range st.Telemetry.Processes {
+			fmt.Fprintf(w, "other    pid %d %s (%d MiB)\n", p.PID, p.Name, p.UsedMiB)
+		}
+	}
+}
+
+// reading reads like "63 °C, 212/350 W, 87% busy, 18000/24576 MiB".
+func reading(g protocol.GPUStat) string {
+	s := ""
+	add := func(part string) {
+		if s != "" {
+			s += ", "
+		}
+		s += part
+	}
+	if g.TemperatureC != nil {
+		add(fmt.Sprintf("%.0f °C", *g.TemperatureC))
+	}
+	if g.PowerW != nil {
+		if g.PowerLimitW != nil {
+			add(fmt.Sprintf("%.0f/%.0f W", *g.PowerW, *g.PowerLimitW))
+		} else {
+			add(fmt.Sprintf("%.0f W", *g.PowerW))
+		}
+	}
+	if g.UtilizationPct != nil {
+		add(fmt.Sprintf("%.0f%% busy", *g.UtilizationPct))
+	}
+	if g.MemoryUsedMiB != nil && g.MemoryTotalMiB != nil {
+		add(fmt.Sprintf("%d/%d MiB", *g.MemoryUsedMiB, *g.MemoryTotalMiB))
+	}
+	if s == "" {
+		return "no readings"
+	}
+	return s
 }

@@ -7,7 +7,6 @@
 package agent
 
 import (
-	"cmp"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -45,8 +44,13 @@ type Config struct {
 	Name        string
 	Region      string
 	Engine      engine.Engine
-	// Offers to make; when empty, every model the engine serves with MaxConcurrent slots.
-	Offers        []protocol.Offer
+	// Offers to make, each of a model the engine serves: settings left zero (context length,
+	// slots, quantization) take the engine's or the node's; prices are taken as they are.
+	// Empty: every model the engine serves, at the node's settings and prices.
+	Offers []protocol.Offer
+	// CheckFit says why a model cannot run in the node's GPU memory at a context length, or
+	// nil; an offer that does not fit is refused at start. Nil: every offer fits.
+	CheckFit      func(m engine.Model, contextLength int) error
 	MaxConcurrent int // default 4
 	// ContextLength is advertised for models whose engine does not say.
 	ContextLength int
@@ -237,35 +241,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 }
 
-func (a *Agent) offers(ctx context.Context) ([]protocol.Offer, error) {
-	if len(a.cfg.Offers) > 0 {
-		return a.cfg.Offers, nil
-	}
-	models, err := a.cfg.Engine.Models(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list the engine's models: %w", err)
-	}
-	if len(models) == 0 {
-		return nil, errors.New("the engine serves no model")
-	}
-	offers := make([]protocol.Offer, len(models))
-	for i, m := range models {
-		offers[i] = protocol.Offer{
-			Model: m.Name, ContextLength: cmp.Or(m.ContextLength, a.cfg.ContextLength), MaxConcurrent: a.cfg.MaxConcurrent,
-			Continues:  m.Continues,
-			InputPrice: int64(a.cfg.InputPrice), OutputPrice: int64(a.cfg.OutputPrice), Quantization: a.cfg.Quantization,
-		}
-	}
-	return offers, nil
-}
-
 // waitForEngine lists the engine's models as offers. When the engine does not answer (it may
 // start after the agent) it retries with backoff if Config.WaitForEngine says so, and
 // otherwise fails at once.
 func (a *Agent) waitForEngine(ctx context.Context) ([]protocol.Offer, error) {
 	for attempt := 0; ; attempt++ {
 		offers, err := a.offers(ctx)
-		if err == nil || !a.cfg.WaitForEngine {
+		if err == nil || !a.cfg.WaitForEngine || errors.Is(err, errFatal) {
 			return offers, err
 		}
 		d := Backoff(attempt, rand.Float64)

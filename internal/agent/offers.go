@@ -1,0 +1,67 @@
+package agent
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/shareai/shareai/internal/engine"
+	"github.com/shareai/shareai/internal/protocol"
+)
+
+// offers returns the node's offers: the engine's models, or those Config.Offers names, with the
+// provider's settings. An offer of a model the engine does not serve, or one that does not fit
+// the GPUs' memory, is a fatal error: the provider must change the configuration.
+func (a *Agent) offers(ctx context.Context) ([]protocol.Offer, error) {
+	models, err := a.cfg.Engine.Models(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list the engine's models: %w", err)
+	}
+	if len(models) == 0 {
+		return nil, errors.New("the engine serves no model")
+	}
+	want := a.cfg.Offers
+	if len(want) == 0 {
+		for _, m := range models {
+			want = append(want, protocol.Offer{Model: m.Name, InputPrice: int64(a.cfg.InputPrice), OutputPrice: int64(a.cfg.OutputPrice)})
+		}
+	}
+	var (
+		offers  []protocol.Offer
+		missing []string
+		errs    []error
+	)
+	for _, o := range want {
+		i := slices.IndexFunc(models, func(m engine.Model) bool { return m.Name == o.Model })
+		if i < 0 {
+			missing = append(missing, o.Model)
+			continue
+		}
+		m := models[i]
+		o.ContextLength = cmp.Or(o.ContextLength, m.ContextLength, a.cfg.ContextLength)
+		o.MaxConcurrent = cmp.Or(o.MaxConcurrent, a.cfg.MaxConcurrent)
+		o.Quantization = cmp.Or(o.Quantization, m.Quantization, a.cfg.Quantization)
+		o.Continues = m.Continues
+		if a.cfg.CheckFit != nil {
+			if err := a.cfg.CheckFit(m, o.ContextLength); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		offers = append(offers, o)
+	}
+	if len(missing) > 0 {
+		names := make([]string, len(models))
+		for i, m := range models {
+			names[i] = m.Name
+		}
+		errs = append(errs, fmt.Errorf("the engine does not serve %s; it serves %s", strings.Join(missing, ", "), strings.Join(names, ", ")))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%w: %w", errFatal, errors.Join(errs...))
+	}
+	return offers, nil
+}

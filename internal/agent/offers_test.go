@@ -1,0 +1,81 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/shareai/shareai/internal/engine"
+	"github.com/shareai/shareai/internal/engine/sim"
+	"github.com/shareai/shareai/internal/protocol"
+)
+
+func newTestAgent(t *testing.T, cfg Config) *Agent {
+	t.Helper()
+	cfg.Coordinator, cfg.Token, cfg.DataDir = "http://127.0.0.1:1", "spt-test", t.TempDir()
+	if cfg.Engine == nil {
+		cfg.Engine = sim.New(sim.Config{Models: []engine.Model{
+			{Name: "llama3.1:8b", ContextLength: 8192, Continues: true, Quantization: "Q4_K_M", Parameters: 8},
+			{Name: "llama3.1:70b", ContextLength: 8192, Quantization: "Q4_K_M", Parameters: 70},
+		}})
+	}
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// Without offers configured, the node offers every model the engine serves at its settings.
+func TestOffers_EveryModel(t *testing.T) {
+	a := newTestAgent(t, Config{MaxConcurrent: 3, InputPrice: 1, OutputPrice: 2})
+	got, err := a.offers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []protocol.Offer{
+		{Model: "llama3.1:8b", ContextLength: 8192, MaxConcurrent: 3, Continues: true, Quantization: "Q4_K_M", InputPrice: 1, OutputPrice: 2},
+		{Model: "llama3.1:70b", ContextLength: 8192, MaxConcurrent: 3, Continues: true, Quantization: "Q4_K_M", InputPrice: 1, OutputPrice: 2},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("offers = %+v\nwant %+v", got, want)
+	}
+}
+
+// Configured offers take their own settings, the engine's for the rest.
+func TestOffers_Configured(t *testing.T) {
+	a := newTestAgent(t, Config{MaxConcurrent: 3, Offers: []protocol.Offer{
+		{Model: "llama3.1:8b", ContextLength: 4096, InputPrice: 5, OutputPrice: 6},
+	}})
+	got, err := a.offers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []protocol.Offer{{Model: "llama3.1:8b", ContextLength: 4096, MaxConcurrent: 3, Continues: true, Quantization: "Q4_K_M", InputPrice: 5, OutputPrice: 6}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("offers = %+v\nwant %+v", got, want)
+	}
+}
+
+// An offer the engine does not serve, or one that does not fit, stops the agent at start with
+// a message saying so, without retrying.
+func TestOffers_Refused(t *testing.T) {
+	a := newTestAgent(t, Config{WaitForEngine: true, Offers: []protocol.Offer{{Model: "llama3.1:8b"}, {Model: "mistral:7b"}}})
+	_, err := a.waitForEngine(context.Background())
+	if !errors.Is(err, errFatal) || !strings.Contains(err.Error(), "the engine does not serve mistral:7b; it serves llama3.1:8b, llama3.1:70b") {
+		t.Errorf("err = %v; want a fatal error naming the model and what the engine serves", err)
+	}
+	tooBig := func(m engine.Model, ctx int) error {
+		if m.Parameters > 24 {
+			return fmt.Errorf("%s does not fit", m.Name)
+		}
+		return nil
+	}
+	a = newTestAgent(t, Config{WaitForEngine: true, CheckFit: tooBig})
+	_, err = a.waitForEngine(context.Background())
+	if !errors.Is(err, errFatal) || !strings.Contains(err.Error(), "llama3.1:70b does not fit") {
+		t.Errorf("err = %v; want a fatal error saying the 70B model does not fit", err)
+	}
+}
