@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
+	"sync/atomic"
 
 	"github.com/shareai/shareai/internal/agent"
 	"github.com/shareai/shareai/internal/config"
@@ -88,14 +90,9 @@ func runProvider(ctx context.Context, args []string, stdout, stderr io.Writer) e
 // agentConfig turns the provider's settings into the agent's: the engine, the hardware and its
 // readings, the guard, the windows, the offers and what fits the GPUs.
 func agentConfig(ctx context.Context, cfg *config.Provider, log *slog.Logger) (agent.Config, error) {
-	eng, err := newProviderEngine(cfg)
+	eng, err := newProviderEngine(cfg, log)
 	if err != nil {
 		return agent.Config{}, err
-	}
-	if o, ok := eng.(*ollama.Engine); ok && len(cfg.PullList()) > 0 {
-		if err := o.EnsurePulled(ctx, log); err != nil {
-			log.Warn("could not pull every model asked for; offering those installed", "err", err)
-		}
 	}
 	in, out, _ := cfg.Ask.Prices()
 	acfg := agent.Config{
@@ -123,19 +120,65 @@ func agentConfig(ctx context.Context, cfg *config.Provider, log *slog.Logger) (a
 	return acfg, setHardware(ctx, &acfg, cfg, log)
 }
 
-func newProviderEngine(cfg *config.Provider) (engine.Engine, error) {
+func newProviderEngine(cfg *config.Provider, log *slog.Logger) (engine.Engine, error) {
 	var models []engine.Model
 	for _, m := range cfg.ModelList() {
 		models = append(models, engine.Model{Name: m, ContextLength: cfg.ContextLength})
 	}
 	if cfg.Engine == "ollama" {
-		names := cfg.ModelList()
-		for _, o := range cfg.Offers {
-			names = append(names, o.Model)
-		}
-		return ollama.New(ollama.Config{BaseURL: cfg.Upstream, Models: names, Pull: cfg.PullList()})
+		return newOllama(cfg, log)
 	}
 	return newEngine(cfg.Engine, cfg.Upstream, cfg.UpstreamAPIKey, cfg.Continue, models, cfg.SimTTFT, cfg.SimTPS)
+}
+
+// DefaultOllamaContext is the context window, in tokens, Ollama nodes run and offer when the
+// provider sets none: Ollama's own default is smaller than most models' and differs between
+// versions, and a node must run the window it offers.
+const DefaultOllamaContext = 8192
+
+// newOllama makes the Ollama engine. Every request runs with the largest context window the
+// node offers (num_ctx), so that what a node offers is what Ollama runs, and the VRAM fit check
+// is made at that size.
+func newOllama(cfg *config.Provider, log *slog.Logger) (engine.Engine, error) {
+	names := cfg.ModelList()
+	numCtx := cfg.ContextLength
+	for _, o := range cfg.Offers {
+		names = append(names, o.Model)
+		numCtx = max(numCtx, o.ContextLength)
+	}
+	if numCtx == 0 {
+		numCtx = DefaultOllamaContext
+	}
+	e, err := ollama.New(ollama.Config{BaseURL: cfg.Upstream, Models: names, Pull: cfg.PullList(), NumCtx: numCtx})
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.PullList()) == 0 {
+		return e, nil
+	}
+	return &pullingEngine{Engine: e, log: log}, nil
+}
+
+// pullingEngine pulls the provider's models before it first lists the engine's. While Ollama
+// does not answer (it may start after the agent), listing fails and the agent retries, pulls
+// included.
+type pullingEngine struct {
+	*ollama.Engine
+	log    *slog.Logger
+	pulled atomic.Bool
+}
+
+func (e *pullingEngine) Models(ctx context.Context) ([]engine.Model, error) {
+	if !e.pulled.Load() {
+		if _, err := e.Engine.Models(ctx); err != nil {
+			return nil, err
+		}
+		if err := e.EnsurePulled(ctx, e.log); err != nil {
+			e.log.Warn("could not pull every model asked for; offering those installed", "err", err)
+		}
+		e.pulled.Store(true)
+	}
+	return e.Engine.Models(ctx)
 }
 
 // setSchedule sets the node's availability windows.
@@ -152,6 +195,9 @@ func setSchedule(acfg *agent.Config, cfg *config.Provider) error {
 		return &config.FieldError{Field: "windows", Msg: err.Error()}
 	}
 	acfg.Schedule, acfg.Windows, acfg.Timezone = sched, sched.String(), loc.String()
+	if acfg.Timezone == "Local" {
+		acfg.Timezone = "" // the machine's zone has no name the coordinator could load
+	}
 	return nil
 }
 
@@ -185,6 +231,9 @@ func setHardware(ctx context.Context, acfg *agent.Config, cfg *config.Provider, 
 			return t, err
 		}
 		t.Processes, err = hw.Processes(ctx, hw.Exec, vendor, processes)
+		for i := range t.Processes {
+			t.Processes[i].Name = baseName(t.Processes[i].Name) // the owner's paths stay on the machine
+		}
 		return t, err
 	}
 	g, err := guard.New(guard.Config{
@@ -197,6 +246,14 @@ func setHardware(ctx context.Context, acfg *agent.Config, cfg *config.Provider, 
 	}
 	acfg.Guard = g
 	return nil
+}
+
+// baseName is a program's file name without its directories, from a Unix or Windows path.
+func baseName(path string) string {
+	if i := strings.LastIndexAny(path, `/\`); i >= 0 {
+		return path[i+1:]
+	}
+	return path
 }
 
 // engineProcesses name the GPU processes of each kind of engine, which are not the owner's.

@@ -52,6 +52,9 @@ Edit it (prices, region, availability windows, temperature limits), then run the
 	if err := os.WriteFile(*path, []byte(text), 0o600); err != nil {
 		return err
 	}
+	if err := os.Chmod(*path, 0o600); err != nil { // a file overwritten keeps its mode: it may hold the token
+		return err
+	}
 	fmt.Fprintf(stdout, "%s\nWrote %s. Review it, then run:\n  shareai provider --config %s\n", summary(machine), *path, *path)
 	if ollamaErr != nil {
 		fmt.Fprintf(stdout, "No Ollama answered at %s (%v): install it from https://ollama.com, or set engine.kind to openai for vLLM or llama.cpp.\n", *ollamaURL, ollamaErr)
@@ -64,7 +67,7 @@ func ollamaModels(ctx context.Context, url string) ([]engine.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second) // a cold Ollama with many models is slow to describe them
 	defer cancel()
 	return e.Models(ctx)
 }

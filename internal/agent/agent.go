@@ -105,14 +105,15 @@ type Agent struct {
 	conn    *conn           // the same, registered
 
 	// Whether the node takes jobs: see check.
-	checkMu     sync.Mutex // one check at a time
-	ownerPaused bool
-	guardReason string
-	ranSince    int    // the most jobs that ran since the last reading
-	paused      string // why the node takes no new jobs, "" when it does
-	pausedAt    time.Time
-	telemetry   *protocol.Telemetry
-	kick        chan struct{} // asks the connection for a heartbeat now
+	checkMu      sync.Mutex // one check at a time
+	ownerPaused  bool
+	guardReason  string
+	ranSince     int    // the most jobs that ran since the last reading
+	readingFails bool   // the last GPU reading failed
+	paused       string // why the node takes no new jobs, "" when it does
+	pausedAt     time.Time
+	telemetry    *protocol.Telemetry
+	kick         chan struct{} // asks the connection for a heartbeat now
 }
 
 // Drop closes the connection to the coordinator at once, as a network failure would; the agent

@@ -77,8 +77,14 @@ func (a *Agent) check(ctx context.Context, sample bool) {
 		sctx, cancel := context.WithTimeout(ctx, a.cfg.CheckEvery)
 		t, err := a.cfg.Telemetry(sctx)
 		cancel()
-		if err != nil {
-			a.log.Debug("read the GPUs", "err", err)
+		if failing := err != nil; failing != a.readingFails {
+			// Without readings the guard cannot see heat or the owner: say so, once.
+			a.readingFails = failing
+			if failing {
+				a.log.Warn("cannot read the GPUs: the temperature and step-aside guard is blind until this is fixed", "err", err)
+			} else {
+				a.log.Info("reading the GPUs again")
+			}
 		}
 		reading = t
 	}
@@ -101,9 +107,10 @@ func (a *Agent) check(ctx context.Context, sample bool) {
 	a.telemetry, a.guardReason = reading, guardReason
 	reason := a.pauseReason(now)
 	changed := reason != a.paused
-	if changed {
-		a.paused, a.pausedAt = reason, now
+	if changed && (reason == "") != (a.paused == "") {
+		a.pausedAt = now // the drain deadline counts from when the node stopped taking jobs
 	}
+	a.paused = reason
 	drainOver := a.paused != "" && now.Sub(a.pausedAt) >= a.cfg.Drain && a.running > 0
 	c := a.conn
 	a.mu.Unlock()

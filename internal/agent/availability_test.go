@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -144,6 +146,10 @@ func TestAgent_TelemetryAndGuard(t *testing.T) {
 // the node's data directory.
 func TestAgent_ControlAPI(t *testing.T) {
 	dir := t.TempDir()
+	// An empty token file (a crash, a touch) must never mean "no token".
+	if err := os.WriteFile(filepath.Join(dir, "control.token"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	env := testenv.New(t, testenv.Options{Providers: 1, Agent: func(i int, c *agent.Config) { c.DataDir = dir }})
 	a := env.Agents[0]
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -178,14 +184,18 @@ func TestAgent_ControlAPI(t *testing.T) {
 	if _, err := agent.Control(ctx, addr, t.TempDir(), "pause"); err == nil {
 		t.Error("pause with another data directory (no token) worked")
 	}
-	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/pause", nil)
-	req.Header.Set("Authorization", "Bearer wrong")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized || a.Paused() != "" {
-		t.Errorf("pause with a wrong token: %d, paused %q; want 401 and the node untouched", resp.StatusCode, a.Paused())
+	for _, auth := range []string{"Bearer wrong", "Bearer ", ""} {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/pause", nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || a.Paused() != "" {
+			t.Errorf("pause with Authorization %q: %d, paused %q; want 401 and the node untouched", auth, resp.StatusCode, a.Paused())
+		}
 	}
 }

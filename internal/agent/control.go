@@ -83,7 +83,7 @@ func writeStatus(w http.ResponseWriter, s Status) {
 func requireToken(token string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+		if len(token) < minTokenLen || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
 			http.Error(w, "the control token in the node's data directory is required", http.StatusUnauthorized)
 			return
 		}
@@ -93,14 +93,19 @@ func requireToken(token string, next http.Handler) http.Handler {
 
 // controlToken reads the control token from the data directory, making one first if create
 // says so.
+// A token shorter than minTokenLen (an empty or truncated file) is never accepted: it is made
+// again.
 func controlToken(dataDir string, create bool) (string, error) {
 	path := filepath.Join(dataDir, controlTokenFile)
 	b, err := os.ReadFile(path)
-	if err == nil {
-		return strings.TrimSpace(string(b)), nil
+	if token := strings.TrimSpace(string(b)); err == nil && len(token) >= minTokenLen {
+		return token, nil
 	}
-	if !errors.Is(err, fs.ErrNotExist) || !create {
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("control token: %w", err)
+	}
+	if !create {
+		return "", fmt.Errorf("control token: %s is missing or damaged; the agent makes it again when it starts", path)
 	}
 	var raw [24]byte
 	rand.Read(raw[:])
@@ -108,11 +113,19 @@ func controlToken(dataDir string, create bool) (string, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return "", fmt.Errorf("control token: %w", err)
 	}
-	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+	// Write then rename, so that a crash never leaves an empty token behind.
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(token+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("control token: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
 		return "", fmt.Errorf("control token: %w", err)
 	}
 	return token, nil
 }
+
+// minTokenLen is the shortest control token accepted: ours are 48 hex digits.
+const minTokenLen = 32
 
 // Control asks a running agent's control API at addr, with the token in dataDir: action is
 // "status", "pause" or "resume".

@@ -13,8 +13,10 @@ import (
 )
 
 // offers returns the node's offers: the engine's models, or those Config.Offers names, with the
-// provider's settings. An offer of a model the engine does not serve, or one that does not fit
-// the GPUs' memory, is a fatal error: the provider must change the configuration.
+// provider's settings. An offer the provider named of a model the engine does not serve, or
+// that does not fit the GPUs' memory, is a fatal error: the provider must change the
+// configuration. Of the engine's models offered by default, those that do not fit are left
+// out with a warning, unless none fits.
 func (a *Agent) offers(ctx context.Context) ([]protocol.Offer, error) {
 	models, err := a.cfg.Engine.Models(ctx)
 	if err != nil {
@@ -23,8 +25,8 @@ func (a *Agent) offers(ctx context.Context) ([]protocol.Offer, error) {
 	if len(models) == 0 {
 		return nil, errors.New("the engine serves no model")
 	}
-	want := a.cfg.Offers
-	if len(want) == 0 {
+	want, named := a.cfg.Offers, len(a.cfg.Offers) > 0
+	if !named {
 		for _, m := range models {
 			want = append(want, protocol.Offer{Model: m.Name, InputPrice: int64(a.cfg.InputPrice), OutputPrice: int64(a.cfg.OutputPrice)})
 		}
@@ -48,6 +50,9 @@ func (a *Agent) offers(ctx context.Context) ([]protocol.Offer, error) {
 		if a.cfg.CheckFit != nil {
 			if err := a.cfg.CheckFit(m, o.ContextLength); err != nil {
 				errs = append(errs, err)
+				if !named {
+					a.log.Warn("not offering a model that does not fit the GPUs", logModel, m.Name, "err", err)
+				}
 				continue
 			}
 		}
@@ -60,7 +65,7 @@ func (a *Agent) offers(ctx context.Context) ([]protocol.Offer, error) {
 		}
 		errs = append(errs, fmt.Errorf("the engine does not serve %s; it serves %s", strings.Join(missing, ", "), strings.Join(names, ", ")))
 	}
-	if len(errs) > 0 {
+	if len(errs) > 0 && (named || len(offers) == 0) {
 		return nil, fmt.Errorf("%w: %w", errFatal, errors.Join(errs...))
 	}
 	return offers, nil

@@ -73,9 +73,20 @@ func TestOffers_Refused(t *testing.T) {
 		}
 		return nil
 	}
-	a = newTestAgent(t, Config{WaitForEngine: true, CheckFit: tooBig})
+	a = newTestAgent(t, Config{WaitForEngine: true, CheckFit: tooBig, Offers: []protocol.Offer{{Model: "llama3.1:70b"}}})
 	_, err = a.waitForEngine(context.Background())
 	if !errors.Is(err, errFatal) || !strings.Contains(err.Error(), "llama3.1:70b does not fit") {
 		t.Errorf("err = %v; want a fatal error saying the 70B model does not fit", err)
+	}
+
+	// Offered by default, a model that does not fit is left out, unless none fits.
+	a = newTestAgent(t, Config{WaitForEngine: true, CheckFit: tooBig})
+	got, err := a.waitForEngine(context.Background())
+	if err != nil || len(got) != 1 || got[0].Model != "llama3.1:8b" {
+		t.Errorf("default offers = %+v, %v; want the 8B model alone", got, err)
+	}
+	a = newTestAgent(t, Config{WaitForEngine: true, CheckFit: func(m engine.Model, _ int) error { return fmt.Errorf("%s does not fit", m.Name) }})
+	if _, err = a.waitForEngine(context.Background()); !errors.Is(err, errFatal) {
+		t.Errorf("nothing fits: err = %v; want a fatal error", err)
 	}
 }

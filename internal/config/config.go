@@ -64,12 +64,28 @@ func Bind(fs *flag.FlagSet, getenv func(string) string) error {
 		}
 		if v := getenv(e.Name); v != "" {
 			if err := f.Value.Set(v); err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: %w", e.Name, v, err))
+				errs = append(errs, fmt.Errorf("%s=%q: %w", e.Name, maskSecret(e.Flag, v), err))
 			}
-			f.DefValue = v
+			showDefault(f, v)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// secretFlags hold credentials: never shown in --help or usage messages, which end up in logs.
+var secretFlags = map[string]bool{"token": true, "upstream-api-key": true}
+
+// showDefault makes v, taken from the environment or a file, the default --help shows.
+func showDefault(f *flag.Flag, v string) {
+	f.DefValue = maskSecret(f.Name, v)
+}
+
+// maskSecret shows a credential by its first characters only, as keys are shown elsewhere.
+func maskSecret(flagName, v string) string {
+	if !secretFlags[flagName] {
+		return v
+	}
+	return v[:min(len(v), 6)] + "…"
 }
 
 // Log is the logging configuration shared by every program.

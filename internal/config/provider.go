@@ -78,9 +78,14 @@ type Availability struct {
 	Drain time.Duration
 }
 
-// Location returns the schedule's time zone.
+// Location returns the schedule's time zone: Timezone, or else the machine's, named by its IANA
+// name where the machine tells it (TZ, or the /etc/localtime link), so that the coordinator
+// reads the windows on the same clock.
 func (a *Availability) Location() (*time.Location, error) {
 	if a.Timezone == "" {
+		if loc, err := time.LoadLocation(localZoneName()); err == nil && loc.String() != "" {
+			return loc, nil
+		}
 		return time.Local, nil
 	}
 	loc, err := time.LoadLocation(a.Timezone)
@@ -88,6 +93,19 @@ func (a *Availability) Location() (*time.Location, error) {
 		return nil, &FieldError{"timezone", fmt.Sprintf("%q is not an IANA time zone such as Europe/Berlin or America/New_York", a.Timezone)}
 	}
 	return loc, nil
+}
+
+// localZoneName is the IANA name of the machine's time zone, or "" when it cannot tell.
+func localZoneName() string {
+	if tz := strings.TrimPrefix(os.Getenv("TZ"), ":"); tz != "" && !strings.HasPrefix(tz, "/") {
+		return tz
+	}
+	if target, err := os.Readlink("/etc/localtime"); err == nil {
+		if _, name, ok := strings.Cut(target, "zoneinfo/"); ok {
+			return name
+		}
+	}
+	return ""
 }
 
 // Guard is when the node steps aside for its owner or for heat.
@@ -128,7 +146,7 @@ func (p *Provider) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&p.Pull, "pull", "", "ollama engine: comma-separated models to pull at start when missing")
 	fs.StringVar(&p.Models, "models", "", "comma-separated models to offer (default: every model the engine serves)")
 	fs.IntVar(&p.MaxConcurrent, "max-concurrent", 4, "jobs run at once per model")
-	fs.IntVar(&p.ContextLength, "context-length", 0, "context length to advertise when the engine does not say")
+	fs.IntVar(&p.ContextLength, "context-length", 0, "context length to advertise when the engine does not say; for ollama, the window every request runs with (default 8192)")
 	fs.StringVar(&p.Quantization, "quantization", "", "the models' quantization to advertise (Q4_K_M, Q8_0, fp8, …), which buyers can require")
 	fs.StringVar(&p.Availability.Windows, "windows", "", "weekly availability windows in --timezone, e.g. 'mon-fri 08:00-18:00, 22:30-01:00' (default: always)")
 	fs.StringVar(&p.Availability.Timezone, "timezone", "", "time zone of --windows, e.g. Europe/Berlin (default: the machine's)")
@@ -220,10 +238,10 @@ func (p *Provider) LoadFile(fs *flag.FlagSet, path string) error {
 		}
 		fl := fs.Lookup(s.name)
 		if err := fl.Value.Set(s.value); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %s: %q: %w", path, yamlKey(s.name), s.value, err))
+			errs = append(errs, fmt.Errorf("%s: %s: %q: %w", path, yamlKey(s.name), maskSecret(s.name, s.value), err))
 			continue
 		}
-		fl.DefValue = s.value
+		showDefault(fl, s.value)
 	}
 	p.Config = path
 	p.Offers = f.Offers

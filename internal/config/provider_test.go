@@ -125,6 +125,32 @@ func TestProvider_Precedence(t *testing.T) {
 	}
 }
 
+// --help shows the file's and the environment's settings as defaults, but never a credential.
+func TestProvider_HelpHidesSecrets(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "provider.yaml")
+	if err := os.WriteFile(path, []byte("token: spt-SECRET-FROM-FILE\nengine: {kind: openai, url: http://e:8000/v1, api_key: sk-UPSTREAM-SECRET}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var p Provider
+	fs := flag.NewFlagSet("provider", flag.ContinueOnError)
+	p.Flags(fs)
+	if err := p.LoadFile(fs, path); err != nil {
+		t.Fatal(err)
+	}
+	if err := Bind(fs, func(k string) string { return map[string]string{"SHAREAI_PROVIDER_TOKEN": "spt-SECRET-FROM-ENV"}[k] }); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	if help := b.String(); strings.Contains(help, "SECRET") || !strings.Contains(help, "http://e:8000/v1") {
+		t.Errorf("--help shows a credential, or not the file's settings:\n%s", help)
+	}
+	if p.Token != "spt-SECRET-FROM-ENV" || p.UpstreamAPIKey != "sk-UPSTREAM-SECRET" {
+		t.Errorf("token %q, upstream key %q; want them set all the same", p.Token, p.UpstreamAPIKey)
+	}
+}
+
 func TestProvider_LoadFileErrors(t *testing.T) {
 	tests := []struct {
 		name, yaml, want string

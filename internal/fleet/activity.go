@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"time"
 
@@ -38,6 +39,10 @@ func (n *Node) Telemetry() (*protocol.Telemetry, time.Time) {
 // takes jobs, its hardware reading.
 func (s *session) heartbeat(hb *protocol.Heartbeat) {
 	n, now := s.node, s.fleet.cfg.Now()
+	if hb.Telemetry != nil && !saneTelemetry(hb.Telemetry) {
+		s.fleet.log.Warn("ignoring a node's implausible telemetry", logNode, n.ID, "gpus", len(hb.Telemetry.GPUs), "processes", len(hb.Telemetry.Processes))
+		hb.Telemetry = nil
+	}
 	changed := false
 	for _, o := range n.Offers {
 		cold := hb.Loaded != nil && !contains(hb.Loaded, o.Model)
@@ -60,6 +65,26 @@ func (s *session) heartbeat(hb *protocol.Heartbeat) {
 		s.act.observe(n.ID, now, hb.Telemetry)
 		s.mu.Unlock()
 	}
+}
+
+// Bounds of what a node's reading may hold: more is a broken or hostile agent.
+const (
+	maxTelemetryGPUs      = 64
+	maxTelemetryProcesses = 256
+	maxProcessName        = 128
+)
+
+// saneTelemetry says whether a reading is within bounds, shortening long process names.
+func saneTelemetry(t *protocol.Telemetry) bool {
+	if len(t.GPUs) > maxTelemetryGPUs || len(t.Processes) > maxTelemetryProcesses {
+		return false
+	}
+	for i := range t.Processes {
+		if p := &t.Processes[i]; len(p.Name) > maxProcessName {
+			p.Name = p.Name[:maxProcessName]
+		}
+	}
+	return true
 }
 
 func contains(ss []string, s string) bool {
@@ -172,6 +197,31 @@ func (a *activity) take(now time.Time, ended bool) (store.NodeSession, []store.N
 	return a.rec, days, samples
 }
 
+// putBack returns what take gave when storing it failed, to be stored with the next.
+func (a *activity) putBack(days []store.NodeDay, samples []store.TelemetrySample) {
+	for _, d := range days {
+		cur := a.days[d.Day]
+		if cur == nil {
+			if a.days == nil {
+				a.days = make(map[time.Time]*store.NodeDay)
+			}
+			cur = &store.NodeDay{NodeID: d.NodeID, Day: d.Day}
+			a.days[d.Day] = cur
+		}
+		cur.Jobs += d.Jobs
+		cur.Failed += d.Failed
+		cur.PromptTokens += d.PromptTokens
+		cur.CompletionTokens += d.CompletionTokens
+	}
+	var kept []store.TelemetrySample
+	for _, s := range samples {
+		if !s.At.Equal(a.minute) { // the minute going on is summed up again anyway
+			kept = append(kept, s)
+		}
+	}
+	a.samples = append(kept, a.samples...)
+}
+
 // telemetrySum sums up a minute of readings: per GPU the highest temperature, power and
 // memory used, and the mean utilization; the processes of the last reading that listed them.
 type telemetrySum struct {
@@ -244,13 +294,7 @@ func (s *session) flush(ctx context.Context, ended bool) error {
 	rec, days, samples := s.act.take(s.fleet.cfg.Now(), ended)
 	s.mu.Unlock()
 	st := s.fleet.cfg.Store
-	if err := st.UpdateNodeSessions(ctx, []*store.NodeSession{&rec}); err != nil {
-		return err
-	}
-	if err := st.AddNodeDays(ctx, days); err != nil {
-		return err
-	}
-	return st.InsertTelemetry(ctx, samples)
+	return errors.Join(st.UpdateNodeSessions(ctx, []*store.NodeSession{&rec}), st.AddNodeDays(ctx, days), st.InsertTelemetry(ctx, samples))
 }
 
 // telemetryRetention is how long the downsampled telemetry is kept.

@@ -298,13 +298,19 @@ func (f *Fleet) touchLoop(ctx context.Context, every time.Duration) {
 }
 
 // flushAll stores what every connected node's session has recorded, in one transaction of each
-// kind.
+// kind. Counts and readings that could not be stored are kept for the next time.
 func (f *Fleet) flushAll(ctx context.Context) error {
+	type taken struct {
+		s       *session
+		days    []store.NodeDay
+		samples []store.TelemetrySample
+	}
 	var (
 		ids      []string
 		sessions []*store.NodeSession
 		days     []store.NodeDay
 		samples  []store.TelemetrySample
+		all      []taken
 		now      = f.cfg.Now()
 	)
 	for _, n := range f.Nodes() {
@@ -316,13 +322,29 @@ func (f *Fleet) flushAll(ctx context.Context) error {
 		sessions = append(sessions, &rec)
 		days = append(days, d...)
 		samples = append(samples, t...)
+		all = append(all, taken{s, d, t})
 	}
 	if len(ids) == 0 {
 		return nil
 	}
 	st := f.cfg.Store
-	return errors.Join(st.TouchNodes(ctx, ids, now), st.UpdateNodeSessions(ctx, sessions),
-		st.AddNodeDays(ctx, days), st.InsertTelemetry(ctx, samples))
+	errDays, errSamples := st.AddNodeDays(ctx, days), st.InsertTelemetry(ctx, samples)
+	for _, t := range all {
+		var d []store.NodeDay
+		var ss []store.TelemetrySample
+		if errDays != nil {
+			d = t.days
+		}
+		if errSamples != nil {
+			ss = t.samples
+		}
+		if d != nil || ss != nil {
+			t.s.mu.Lock()
+			t.s.act.putBack(d, ss)
+			t.s.mu.Unlock()
+		}
+	}
+	return errors.Join(st.TouchNodes(ctx, ids, now), st.UpdateNodeSessions(ctx, sessions), errDays, errSamples)
 }
 
 // Run does the fleet's background work until ctx is done.

@@ -234,8 +234,8 @@ func nodeSchedule(n *store.Node) (*schedule.Schedule, error) {
 	if n.Windows == "" {
 		return nil, nil
 	}
-	loc := time.UTC
-	if n.Timezone != "" {
+	loc := time.UTC // a node that could not name its zone ("" or "Local") is read in UTC
+	if n.Timezone != "" && n.Timezone != "Local" {
 		l, err := time.LoadLocation(n.Timezone)
 		if err != nil {
 			return nil, err
