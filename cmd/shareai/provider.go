@@ -218,6 +218,10 @@ func setHardware(ctx context.Context, acfg *agent.Config, cfg *config.Provider, 
 	}
 	log.Info("hardware", "vendor", vendor, "gpus", len(machine.GPUs), "vram_mib", vram, "fingerprint", machine.Fingerprint)
 	acfg.CheckFit = func(m engine.Model, contextLength int) error {
+		if cfg.Engine == "ollama" {
+			// Ollama runs every request at one window, the largest offered: check at that.
+			contextLength = max(contextLength, m.ContextLength)
+		}
 		return hw.Check(hw.ModelSpec{Name: m.Name, Parameters: m.Parameters, Quantization: m.Quantization,
 			SizeBytes: m.SizeBytes, ContextLength: contextLength}, vram)
 	}

@@ -56,8 +56,11 @@ environment for OpenAI SDKs once the network can serve. Ctrl-C stops everything.
 		model = ms[0].ID
 	}
 	kind := "simulated provider"
-	if cfg.Engine == "openai" {
+	switch cfg.Engine {
+	case "openai":
 		kind = "provider on " + cfg.Upstream
+	case "ollama":
+		kind = "provider on Ollama"
 	}
 	if len(n.Agents) != 1 {
 		kind = strings.Replace(kind, "provider", "providers", 1)

@@ -161,7 +161,11 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Agent{cfg: cfg, log: cfg.Log, key: key, url: u, ready: make(chan struct{}), kick: make(chan struct{}, 1)}, nil
+	a := &Agent{cfg: cfg, log: cfg.Log, key: key, url: u, ready: make(chan struct{}), kick: make(chan struct{}, 1)}
+	if ownerPausedBefore(cfg.DataDir) {
+		a.ownerPaused, a.paused, a.pausedAt = true, ownerPauseReason, cfg.Now()
+	}
+	return a, nil
 }
 
 func connectURL(base string) (string, error) {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/shareai/shareai/internal/protocol"
@@ -26,19 +29,41 @@ func (a *Agent) Paused() string {
 	return a.paused
 }
 
-// Pause stops the node taking new jobs until Resume, as its owner asked; running jobs go on
-// for the drain deadline. It returns at once; the coordinator hears of it within a moment.
+// Pause stops the node taking new jobs until Resume, as its owner asked, even across restarts
+// of the agent; running jobs go on for the drain deadline. It returns at once; the coordinator
+// hears of it within a moment.
 func (a *Agent) Pause() { a.setOwnerPause(true) }
 
 // Resume undoes Pause. The node takes jobs again unless something else still pauses it
 // (outside its windows, the GPU in use, too hot).
 func (a *Agent) Resume() { a.setOwnerPause(false) }
 
+// pausedFile, in the data directory, says the owner paused the node.
+const pausedFile = "paused"
+
+const ownerPauseReason = "paused by its owner"
+
 func (a *Agent) setOwnerPause(p bool) {
 	a.mu.Lock()
 	a.ownerPaused = p
 	a.mu.Unlock()
+	path := filepath.Join(a.cfg.DataDir, pausedFile)
+	var err error
+	if p {
+		err = os.WriteFile(path, []byte(a.cfg.Now().UTC().Format(time.RFC3339)+"\n"), 0o600)
+	} else if err = os.Remove(path); errors.Is(err, fs.ErrNotExist) {
+		err = nil
+	}
+	if err != nil {
+		a.log.Warn("cannot record the pause in the data directory: a restart forgets it", "err", err)
+	}
 	a.check(context.Background(), false)
+}
+
+// ownerPausedBefore says whether the owner paused the node before the agent last stopped.
+func ownerPausedBefore(dataDir string) bool {
+	_, err := os.Stat(filepath.Join(dataDir, pausedFile))
+	return err == nil
 }
 
 // Telemetry returns the node's latest hardware reading, nil when it has none.
@@ -136,7 +161,7 @@ func (a *Agent) check(ctx context.Context, sample bool) {
 func (a *Agent) pauseReason(now time.Time) string {
 	switch {
 	case a.ownerPaused:
-		return "paused by its owner"
+		return ownerPauseReason
 	case a.cfg.Schedule != nil && !a.cfg.Schedule.Open(now):
 		return fmt.Sprintf("outside its availability windows (%s)", a.cfg.Schedule)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	"github.com/shareai/shareai/internal/agent"
+	"github.com/shareai/shareai/internal/engine/sim"
 	"github.com/shareai/shareai/internal/guard"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/testenv"
@@ -66,6 +67,27 @@ func TestAgent_PauseAndResume(t *testing.T) {
 	nodePaused(env, a, false)
 	if err := ask(env); err != nil {
 		t.Errorf("request after resume: %v", err)
+	}
+}
+
+// An owner's pause outlives a restart of the agent.
+func TestAgent_PauseSurvivesRestart(t *testing.T) {
+	cfg := agent.Config{Coordinator: "http://127.0.0.1:1", Token: "spt-x", DataDir: t.TempDir(), Engine: sim.New(sim.Config{})}
+	restart := func() *agent.Agent {
+		a, err := agent.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	restart().Pause()
+	a := restart()
+	if got := a.Paused(); got != "paused by its owner" {
+		t.Errorf("after a restart, Paused() = %q; want the owner's pause kept", got)
+	}
+	a.Resume()
+	if got := restart().Paused(); got != "" {
+		t.Errorf("after resume and a restart, Paused() = %q; want none", got)
 	}
 }
 

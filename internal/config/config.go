@@ -275,7 +275,7 @@ func (u *Up) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&u.Addr, "addr", "127.0.0.1:8080", "coordinator listen address")
 	fs.StringVar(&u.DataDir, "data-dir", "./.shareai", "directory for the database, keys and node keys")
 	fs.IntVar(&u.Providers, "providers", 2, "number of provider agents to run")
-	fs.StringVar(&u.Engine, "engine", "sim", "the agents' engine: sim (simulated GPU) or openai")
+	fs.StringVar(&u.Engine, "engine", "sim", "the agents' engine: sim (simulated GPU), ollama (Ollama's own API at --upstream) or openai (an OpenAI-compatible server)")
 	fs.StringVar(&u.Upstream, "upstream", "", "openai engine: the server's base URL, e.g. http://127.0.0.1:11434/v1")
 	fs.StringVar(&u.UpstreamAPIKey, "upstream-api-key", "", "openai engine: bearer key for the server")
 	fs.DurationVar(&u.SimTTFT, "sim-ttft", 150*time.Millisecond, "sim engine: time to first token")

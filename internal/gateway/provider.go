@@ -66,9 +66,9 @@ type NodeReport struct {
 	Since    string            `json:"since"` // the first day counted, YYYY-MM-DD (UTC)
 	Days     []NodeDayReport   `json:"days"`  // oldest first
 	Totals   NodeDayReport     `json:"totals"`
-	Sessions []NodeSessionInfo `json:"sessions"`  // oldest first
-	History  []TelemetryPoint  `json:"telemetry"` // per minute, the last 24 hours
-	Events   []NodeEventInfo   `json:"events"`    // newest first
+	Sessions []NodeSessionInfo `json:"sessions"`          // oldest first
+	History  []TelemetryPoint  `json:"telemetry_history"` // per minute, the last 24 hours
+	Events   []NodeEventInfo   `json:"events"`            // newest first
 }
 
 // NodeDayReport is a node's record over one UTC day (or, as totals, the whole period).

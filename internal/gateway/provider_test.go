@@ -72,6 +72,9 @@ func TestProviderNodes(t *testing.T) {
 		return rep.Data.Totals.Jobs == 3 && len(rep.Data.History) > 0
 	})
 	d := rep.Data
+	if d.Telemetry == nil {
+		t.Error("the node's report lacks its latest reading")
+	}
 	if len(d.Days) != 2 || d.Days[1].Date != time.Now().UTC().Format(time.DateOnly) {
 		t.Fatalf("days = %+v; want yesterday and today", d.Days)
 	}
