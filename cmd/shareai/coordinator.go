@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/tls"
 	"flag"
 	"fmt"
@@ -21,7 +22,8 @@ func runCoordinator(ctx context.Context, args []string, stdout, stderr io.Writer
 	cfg.Flags(fs)
 	if err := parse(fs, args, stderr, `Run the coordinator: the buyers' OpenAI-compatible API (/v1/...), the endpoint agents
 connect to (/v1/agent/connect), and health checks (/healthz, /readyz). State lives in
-SQLite in --data-dir. Create keys with 'shareai keys' on this machine.`); err != nil {
+SQLite in --data-dir, beside coordinator.key, the key receipts are countersigned with (its
+public half: GET /v1/receipts/key). Create keys with 'shareai keys' on this machine.`); err != nil {
 		return err
 	}
 	if err := cfg.Validate(); err != nil {
@@ -49,12 +51,18 @@ SQLite in --data-dir. Create keys with 'shareai keys' on this machine.`); err !=
 		return err
 	}
 	defer st.Close()
+	var key ed25519.PrivateKey // nil without a data dir: the coordinator makes one and warns
+	if cfg.DataDir != "" {
+		if key, err = coordinator.LoadOrCreateKey(cfg.DataDir); err != nil {
+			return err
+		}
+	}
 	fee, _ := cfg.Money.FeeBasisPoints()
 	c := coordinator.New(coordinator.Config{
 		Store: st, Log: log, DrainTimeout: cfg.DrainTimeout, HeartbeatInterval: cfg.HeartbeatInterval,
 		MaxBodyBytes: cfg.MaxBodyBytes, TLS: tlsCfg,
 		FeeBasisPoints: fee, SettlementDelay: cfg.Money.SettlementDelay, DefaultMaxTokens: cfg.Money.DefaultMaxTokens,
-		StallTimeout: cfg.StallTimeout,
+		StallTimeout: cfg.StallTimeout, ReceiptKey: key,
 	})
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

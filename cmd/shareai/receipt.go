@@ -46,8 +46,10 @@ OK means:
     node's claim against what it relayed to you (the same output, the same usage the node
     reported, times that agree with its clock) and vouches for it.
 Without --coordinator-key any coordinator key is taken as it is, which proves only that
-whoever holds that key countersigned. Pin the coordinator you trust: its key is shown by
-GET /v1/receipts/key on the coordinator.`
+whoever holds that key countersigned. Pin the coordinator you trust: GET /v1/receipts/key on
+the coordinator (no API key needed) answers {"key": "BASE64", "algorithm": "ed25519"}; pass
+the key as it is, or save it to a file and pass @FILE. The coordinator keeps its key in
+coordinator.key in its data directory, so it stays the same across restarts.`
 
 // maxReceiptFile bounds the file 'receipt verify' reads.
 const maxReceiptFile = 64 << 20

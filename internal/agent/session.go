@@ -16,6 +16,7 @@ import (
 
 	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/protocol"
+	"github.com/shareai/shareai/internal/receipt"
 )
 
 // errFatal marks errors that reconnecting cannot fix.
@@ -26,10 +27,11 @@ const maxJobBytes = 64 << 20
 
 // conn is one connection to the coordinator.
 type conn struct {
-	a    *Agent
-	ws   *websocket.Conn
-	out  chan protocol.Frame
-	done chan struct{}
+	a      *Agent
+	ws     *websocket.Conn
+	out    chan protocol.Frame
+	done   chan struct{}
+	nodeID string // as the coordinator registered the node; set before any job starts
 
 	mu   sync.Mutex
 	jobs map[string]*job
@@ -75,6 +77,7 @@ func (a *Agent) session(ctx context.Context, offers []protocol.Offer) (registere
 	if err != nil {
 		return false, err
 	}
+	c.nodeID = reg.NodeID
 	a.mu.Lock()
 	a.nodeID = reg.NodeID
 	a.ws, a.conn = ws, c
@@ -121,10 +124,14 @@ func (c *conn) handshake(ctx context.Context, offers []protocol.Offer) (*protoco
 		return nil, fmt.Errorf("expected a challenge frame, got %q", fr.Type)
 	}
 	a := c.a
+	sig, err := signChallenge(a.key, fr.Challenge)
+	if err != nil {
+		return nil, err
+	}
 	reg := &protocol.Register{
 		Version:   protocol.Version,
 		NodeKey:   a.key.Public().(ed25519.PublicKey),
-		Signature: ed25519.Sign(a.key, fr.Challenge.Nonce),
+		Signature: sig,
 		Name:      a.cfg.Name,
 		Region:    a.cfg.Region,
 		Agent:     a.cfg.Version,
@@ -153,6 +160,16 @@ func (c *conn) handshake(ctx context.Context, offers []protocol.Offer) (*protoco
 		return nil, fmt.Errorf("expected a registered frame, got %q", fr.Type)
 	}
 	return fr.Registered, nil
+}
+
+// signChallenge answers the coordinator's challenge: the node key's signature of
+// protocol.RegisterMessage, never of bytes the coordinator chose alone. A nonce of any size but
+// protocol.NonceSize is refused, so that a coordinator cannot pass off other bytes as one.
+func signChallenge(key ed25519.PrivateKey, ch *protocol.Challenge) ([]byte, error) {
+	if len(ch.Nonce) != protocol.NonceSize {
+		return nil, fmt.Errorf("refused the coordinator's challenge: its nonce is %d bytes, not %d", len(ch.Nonce), protocol.NonceSize)
+	}
+	return ed25519.Sign(key, protocol.RegisterMessage(ch.Nonce)), nil
 }
 
 func (c *conn) readOne(ctx context.Context) (protocol.Frame, error) {
@@ -239,8 +256,9 @@ func (c *conn) start(ctx context.Context, id string, req *protocol.Request) {
 	c.a.ranSince = max(c.a.ranSince, c.a.running)
 	c.a.mu.Unlock()
 
+	started := c.a.cfg.Now()
 	go func() {
-		end := c.run(jctx, id, j, req)
+		end := c.run(jctx, id, j, req, started)
 		cancel(nil)
 		c.mu.Lock()
 		delete(c.jobs, id)
@@ -254,9 +272,41 @@ func (c *conn) start(ctx context.Context, id string, req *protocol.Request) {
 }
 
 // run runs a job on the engine and returns its end frame, which carries the last piece of the
-// answer not sent yet.
-func (c *conn) run(ctx context.Context, id string, j *job, req *protocol.Request) protocol.Frame {
+// answer not sent yet and the node's signed receipt of the job.
+func (c *conn) run(ctx context.Context, id string, j *job, req *protocol.Request, started time.Time) protocol.Frame {
 	out := &output{c: c, ctx: ctx, id: id, grants: j.credit, credit: protocol.Window}
+	fr := c.runEngine(ctx, id, req, out)
+	fr.End.Receipt = c.receipt(id, req.Model, started, out, fr)
+	return fr
+}
+
+// receipt signs the node's receipt of a job that ends with fr: its usage as the end frame
+// reports it, the hash of every delta sent (the end frame's too), and its times. It returns
+// the receipt's JSON, or nil if it cannot be signed (logged: the job's end goes without it).
+func (c *conn) receipt(id, model string, started time.Time, out *output, fr protocol.Frame) json.RawMessage {
+	if fr.Delta != nil {
+		out.hash.Add(*fr.Delta)
+	}
+	e := fr.End
+	s, err := receipt.Sign(c.a.key, receipt.Receipt{
+		JobID: id, NodeID: c.nodeID, Model: model,
+		PromptTokens: e.Usage.PromptTokens, CompletionTokens: e.Usage.CompletionTokens, UsageEstimated: e.Estimated,
+		OutputSHA256: out.hash.Sum(), OutputBytes: out.hash.Len(), FinishReason: e.FinishReason,
+		StartedAt: started, EndedAt: c.a.cfg.Now(),
+	})
+	var b []byte
+	if err == nil {
+		b, err = json.Marshal(s)
+	}
+	if err != nil {
+		c.a.log.Warn("job's receipt not signed", logJob, id, logModel, model, "err", err)
+		return nil
+	}
+	return b
+}
+
+// runEngine runs a job on the engine and returns its end frame.
+func (c *conn) runEngine(ctx context.Context, id string, req *protocol.Request, out *output) protocol.Frame {
 	res, err := c.a.cfg.Engine.Run(ctx, req, c.withChaos(out, ctx.Done()))
 	fr := protocol.Frame{Type: protocol.TypeEnd, Job: id}
 	if ctx.Err() != nil {
@@ -300,6 +350,8 @@ type output struct {
 	text, reasoning []byte
 	held            int // pieces merged into text and reasoning, not sent yet
 	sent            int // pieces handed on to the coordinator
+	// hash is fed every delta handed on to the coordinator, for the job's receipt.
+	hash receipt.Hasher
 }
 
 func (o *output) Delta(d protocol.Delta) error {
@@ -385,6 +437,7 @@ func (o *output) send(d *protocol.Delta) error {
 		}
 	}
 	o.credit--
+	o.hash.Add(*d)
 	return o.c.send(protocol.Frame{Type: protocol.TypeDelta, Job: o.id, Delta: d})
 }
 

@@ -5,17 +5,22 @@ package coordinator
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/gateway"
+	"github.com/shareai/shareai/internal/keyfile"
 	"github.com/shareai/shareai/internal/ledger"
 	"github.com/shareai/shareai/internal/store"
 )
@@ -38,6 +43,23 @@ type Config struct {
 	DefaultMaxTokens int           // bounds requests without max_tokens; default 4096
 	// StallTimeout is the most a node may stay silent mid-answer before another takes over.
 	StallTimeout time.Duration
+	// ReceiptKey is the key the coordinator countersigns jobs' receipts with, which buyers pin
+	// (GET /v1/receipts/key): keep it in a file (keyfile.LoadOrCreate). Nil: a key made for
+	// this run alone, with a warning.
+	ReceiptKey ed25519.PrivateKey
+}
+
+// KeyFile is the file in the coordinator's data directory that keeps its receipt key.
+const KeyFile = "coordinator.key"
+
+// LoadOrCreateKey returns the receipt key kept in dir, making one on first start. Buyers pin
+// its public half: keep the data directory to keep the key.
+func LoadOrCreateKey(dir string) (ed25519.PrivateKey, error) {
+	k, err := keyfile.LoadOrCreate(filepath.Join(dir, KeyFile))
+	if err != nil {
+		return nil, fmt.Errorf("coordinator receipt key: %w", err)
+	}
+	return k, nil
 }
 
 // Coordinator is a running coordinator.
@@ -59,6 +81,12 @@ func New(cfg Config) *Coordinator {
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 30 * time.Second
 	}
+	if cfg.ReceiptKey == nil {
+		_, cfg.ReceiptKey, _ = ed25519.GenerateKey(rand.Reader)
+		pub := base64.StdEncoding.EncodeToString(cfg.ReceiptKey.Public().(ed25519.PublicKey))
+		cfg.Log.Warn("no receipt key given: countersigning receipts with a key made for this run, which buyers cannot pin across restarts",
+			"key_prefix", pub[:12])
+	}
 	c := &Coordinator{cfg: cfg, log: cfg.Log}
 	c.Fleet = fleet.New(fleet.Config{
 		Store:             cfg.Store,
@@ -74,6 +102,7 @@ func New(cfg Config) *Coordinator {
 	c.Gateway = gateway.New(gateway.Config{
 		Store: cfg.Store, Fleet: c.Fleet, Ledger: c.Ledger, Log: cfg.Log,
 		MaxBodyBytes: cfg.MaxBodyBytes, KeyCacheTTL: cfg.KeyCacheTTL, StallTimeout: cfg.StallTimeout,
+		ReceiptKey: cfg.ReceiptKey,
 	})
 	mux := http.NewServeMux()
 	c.Gateway.Register(mux)
@@ -169,6 +198,7 @@ func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
 		srv.Close()
 	}
 	c.Fleet.Close()
+	c.Gateway.Close() // stores the receipts queued, then hands their bills to the ledger
 	c.Ledger.Close()
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil

@@ -3,11 +3,14 @@ package fleet
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/shareai/shareai/internal/protocol"
+	"github.com/shareai/shareai/internal/receipt"
 )
 
 // ErrOverflow ends a job whose node sent more deltas than its credit allowed.
@@ -20,10 +23,18 @@ type Job struct {
 
 	sess   *session
 	events chan protocol.Frame // deltas then one end; never blocks the session's reader
+	model  string              // as the job asked the node for it
+	sent   time.Time           // when the job was dispatched
+	// output hashes every delta received from the node, for the job's receipt. Only the
+	// session's reader touches it.
+	output receipt.Hasher
 
 	mu      sync.Mutex
 	ended   bool
 	unacked int // deltas taken by the reader but not yet acknowledged with credit
+	// The node's receipt, from its end frame, and what the coordinator saw of the job.
+	signed json.RawMessage
+	saw    receipt.Expected
 }
 
 // Dispatch sends a request to the node of an offer whose slot the caller has acquired. The slot
@@ -38,6 +49,8 @@ func (f *Fleet) Dispatch(o *Offer, req *protocol.Request) (*Job, error) {
 		sess:  s,
 		// Room for a full window of deltas, the last delta riding on the end frame, and the end.
 		events: make(chan protocol.Frame, protocol.Window+2),
+		model:  req.Model,
+		sent:   s.fleet.cfg.Now(),
 	}
 	s.mu.Lock()
 	if s.jobs == nil {
@@ -70,6 +83,37 @@ func (j *Job) deliver(fr protocol.Frame) error {
 		}})
 		return nil
 	}
+}
+
+// sawEnd keeps the node's receipt from the job's end frame, received at now, with what the
+// coordinator saw of the job: the deltas it received, the end's usage, the job's times. The
+// session's reader calls it before it delivers the end.
+func (j *Job) sawEnd(e *protocol.End, now time.Time) {
+	if len(e.Receipt) == 0 {
+		return // an agent older than receipts
+	}
+	saw := receipt.Expected{
+		JobID: j.ID, NodeID: j.Offer.Node.ID, NodeKey: j.sess.nodeKey, Model: j.model,
+		Usage: e.Usage, Estimated: e.Estimated, FinishReason: e.FinishReason,
+		OutputSHA256: j.output.Sum(), OutputBytes: j.output.Len(),
+		Sent: j.sent, Ended: now,
+	}
+	j.mu.Lock()
+	j.signed, j.saw = e.Receipt, saw
+	j.mu.Unlock()
+	e.Receipt = nil // the relay has no use for it
+}
+
+// Receipt returns the node's signed receipt of the job (the JSON of a receipt.Signed), as the
+// job's end frame carried it, and what the coordinator saw of the job, to check it against
+// with receipt.Countersign. ok is false until the end frame has come, and when it carried no
+// receipt (an agent older than receipts) or the job ended on the coordinator's side (the node
+// disconnected or overflowed its credit). It never blocks: the end of a job the relay stopped
+// reading (a stall) may still come later.
+func (j *Job) Receipt() (signed json.RawMessage, saw receipt.Expected, ok bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.signed, j.saw, j.signed != nil
 }
 
 // finish delivers the job's end once and frees its slot.

@@ -91,10 +91,11 @@ func (f *Fleet) ServeAgent(w http.ResponseWriter, r *http.Request) {
 
 // session is one agent connection.
 type session struct {
-	fleet *Fleet
-	conn  *websocket.Conn
-	node  *Node
-	out   chan protocol.Frame
+	fleet   *Fleet
+	conn    *websocket.Conn
+	node    *Node
+	nodeKey ed25519.PublicKey // the key the node registered with
+	out     chan protocol.Frame
 
 	closeOnce sync.Once
 	done      chan struct{}
@@ -157,7 +158,7 @@ func (s *session) run(ctx context.Context, accountID string) error {
 func (s *session) handshake(ctx context.Context, accountID string) (*Node, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	nonce := make([]byte, 32)
+	nonce := make([]byte, protocol.NonceSize)
 	rand.Read(nonce)
 	if err := s.writeFrame(ctx, protocol.Frame{Type: protocol.TypeChallenge, Challenge: &protocol.Challenge{Nonce: nonce}}); err != nil {
 		return nil, fmt.Errorf("send challenge: %w", err)
@@ -174,9 +175,17 @@ func (s *session) handshake(ctx context.Context, accountID string) (*Node, error
 	if reg.Version != protocol.Version {
 		return nil, fmt.Errorf("agent speaks protocol version %d, coordinator speaks %d: upgrade the agent", reg.Version, protocol.Version)
 	}
-	if len(reg.NodeKey) != ed25519.PublicKeySize || !ed25519.Verify(reg.NodeKey, nonce, reg.Signature) {
+	if len(reg.NodeKey) != ed25519.PublicKeySize {
+		return nil, errors.New("node key is not an ed25519 public key")
+	}
+	if !ed25519.Verify(reg.NodeKey, protocol.RegisterMessage(nonce), reg.Signature) {
+		if ed25519.Verify(reg.NodeKey, nonce, reg.Signature) {
+			// Checked only to say why: the registration is refused all the same.
+			return nil, errors.New("node key signature does not verify: the agent signed the bare nonce, as agents before receipts did; upgrade the agent")
+		}
 		return nil, errors.New("node key signature does not verify")
 	}
+	s.nodeKey = reg.NodeKey
 	if err := validateOffers(reg.Offers); err != nil {
 		return nil, err
 	}
@@ -397,9 +406,10 @@ func (s *session) handle(fr protocol.Frame) error {
 		}
 		s.mu.Lock()
 		j := s.jobs[fr.Job]
+		var now time.Time
 		if j != nil && fr.Type == protocol.TypeEnd {
 			delete(s.jobs, fr.Job)
-			now := s.fleet.cfg.Now()
+			now = s.fleet.cfg.Now()
 			s.act.jobEnded(len(s.jobs), now)
 			s.act.ended(s.node.ID, now, fr.End)
 		}
@@ -408,13 +418,16 @@ func (s *session) handle(fr protocol.Frame) error {
 			return nil // a job that already ended on this side
 		}
 		if fr.Type == protocol.TypeDelta {
+			j.output.Add(*fr.Delta) // only this reader touches it
 			return j.deliver(fr)
 		}
 		if fr.Delta != nil {
 			// The last delta, riding on the end frame: the job's buffer keeps room for it.
+			j.output.Add(*fr.Delta)
 			j.events <- protocol.Frame{Type: protocol.TypeDelta, Job: fr.Job, Delta: fr.Delta}
 			fr.Delta = nil
 		}
+		j.sawEnd(fr.End, now)
 		j.finish(fr)
 		return nil
 	default:

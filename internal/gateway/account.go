@@ -17,6 +17,7 @@ import (
 // The reporting endpoints, in OpenRouter's shapes ({"data": {...}}):
 //
 //	GET /v1/generation?id=ID     one of the caller's requests: tokens, cost, latency, outcome
+//	                             (and GET /v1/generation/receipts?id=ID its receipts: receipt.go)
 //	GET /v1/credits              the caller's account: deposited, spent, balance, held
 //	GET /v1/key                  the calling key: its spend limits and its usage per period
 //	GET /v1/provider/earnings    a provider's earnings per node and day (provider token)
@@ -31,6 +32,7 @@ func (g *Gateway) registerAccount(mux *http.ServeMux) {
 	mux.Handle("GET /v1/credits", g.handle(g.credits))
 	mux.Handle("GET /v1/key", g.handle(g.keyInfo))
 	mux.Handle("GET /v1/provider/earnings", g.handleAs(store.KeyProvider, g.providerEarnings))
+	g.registerReceipts(mux)
 }
 
 // usd is an amount of money shown in USD as an exact JSON number.
@@ -104,20 +106,9 @@ func (g *Gateway) generation(w http.ResponseWriter, r *http.Request, c *call) er
 	if id == "" {
 		return api.BadRequest("id", api.CodeInvalidValue, "Missing id: GET /v1/generation?id=ID, with the id of a completion (chatcmpl-…, cmpl-…) or the X-Request-Id of a request (req_…).")
 	}
-	notFound := &api.Error{Status: http.StatusNotFound, Type: api.TypeInvalidRequest, Param: "id", Code: api.CodeNotFound,
-		Message: fmt.Sprintf("No generation with id '%s' was found for this account. A request is found once it has been billed.", id)}
-	requestID, endpoint, ok := requestIDOf(id)
-	if !ok {
-		return notFound
-	}
-	u, err := g.cfg.Store.UsageByRequest(r.Context(), requestID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return notFound
-	case err != nil:
-		return fmt.Errorf("generation %s: %w", requestID, err)
-	case u.AccountID != c.key.AccountID, endpoint != "" && u.Endpoint != endpoint:
-		return notFound // another account's request answers as an unknown one
+	u, err := g.usageOf(r, c, id)
+	if err != nil {
+		return err
 	}
 	gen := Generation{
 		ID: completionID(u), RequestID: u.RequestID, Model: u.Model, Endpoint: u.Endpoint,
@@ -133,6 +124,27 @@ func (g *Gateway) generation(w http.ResponseWriter, r *http.Request, c *call) er
 		gen.TTFTMS = &ms
 	}
 	return writeJSON(w, data[Generation]{gen})
+}
+
+// usageOf returns the usage record of the caller's request that id names (see requestIDOf),
+// or 404 not_found: for an unknown id, and for another account's.
+func (g *Gateway) usageOf(r *http.Request, c *call, id string) (*store.Usage, error) {
+	notFound := &api.Error{Status: http.StatusNotFound, Type: api.TypeInvalidRequest, Param: "id", Code: api.CodeNotFound,
+		Message: fmt.Sprintf("No generation with id '%s' was found for this account. A request is found once it has been billed.", id)}
+	requestID, endpoint, ok := requestIDOf(id)
+	if !ok {
+		return nil, notFound
+	}
+	u, err := g.cfg.Store.UsageByRequest(r.Context(), requestID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, notFound
+	case err != nil:
+		return nil, fmt.Errorf("generation %s: %w", requestID, err)
+	case u.AccountID != c.key.AccountID, endpoint != "" && u.Endpoint != endpoint:
+		return nil, notFound // another account's request answers as an unknown one
+	}
+	return u, nil
 }
 
 func nullable(s string) *string {

@@ -513,6 +513,7 @@ func TestAccount_BOLA(t *testing.T) {
 		path func(id string) string
 	}{
 		{"generation", generationPath},
+		{"generation/receipts", receiptsPath},
 	}
 	for _, ep := range endpoints {
 		for _, id := range aliceIDs {

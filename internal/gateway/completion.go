@@ -91,12 +91,14 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 		job, sent, err := g.dispatch(r.Context(), c, req, t)
 		if err != nil {
 			if !st.Started {
+				g.keepReceipts(c, t, nil, nil) // of the jobs that refused it; dispatch voided the hold
 				return err
 			}
 			// The answer started and no node can finish it: say so, never end it as complete.
 			return g.fail(c, t, sink, u, fmt.Errorf("no node could continue the answer: %w", err))
 		}
 		req = sent
+		t.ran = append(t.ran, job)
 		if !st.Started {
 			// The answer names the model that serves it: the first choice or a fallback.
 			sink = newSink(w, c, req, stream, opts)
@@ -155,6 +157,7 @@ type try struct {
 	parts      []ledger.Work
 	continuing bool              // the answer started: only nodes that continue can take it
 	first      *protocol.Request // the request before any continuation
+	ran        []*fleet.Job      // the jobs sent, in order, for their receipts
 }
 
 // canRetry says whether the request may take another job.
@@ -264,7 +267,7 @@ func (g *Gateway) finish(c *call, job *fleet.Job, t *try, st *relay.State, res r
 	} else if res.Outcome == relay.OK {
 		job.Offer.Observe(true, 0, 0)
 	}
-	g.cfg.Ledger.SettleLater(bill, u)
+	g.keepReceipts(c, t, bill, u) // then settles
 	if res.Outcome != relay.OK {
 		g.log.Debug("request ended early", logRequestID, c.id, logNode, job.Offer.Node.ID, "outcome", u.Outcome, "err", res.Err)
 	}

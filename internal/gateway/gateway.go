@@ -7,6 +7,8 @@ package gateway
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,7 +49,11 @@ type Config struct {
 	// StallTimeout is the most a node may stay silent in an answer before another takes over
 	// (between pieces the limit adapts to the node's pace, from 1 s). Default 30s.
 	StallTimeout time.Duration
-	Now          func() time.Time
+	// ReceiptKey is the key the coordinator countersigns jobs' receipts with; its public half
+	// is GET /v1/receipts/key. Nil: a key made for this gateway alone, which buyers cannot pin
+	// across restarts.
+	ReceiptKey ed25519.PrivateKey
+	Now        func() time.Time
 }
 
 // Gateway is the buyer API.
@@ -57,9 +63,11 @@ type Gateway struct {
 	keys     keyCache
 	affinity affinity
 	cands    candidates
+	notary   *notary
 }
 
-// New returns a gateway. Call Close to flush usage records.
+// New returns a gateway. Call Close, before the ledger's, to store the receipts queued and
+// hand their requests' bills to the ledger.
 func New(cfg Config) *Gateway {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 16 << 20
@@ -76,11 +84,19 @@ func New(cfg Config) *Gateway {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.ReceiptKey == nil {
+		_, cfg.ReceiptKey, _ = ed25519.GenerateKey(rand.Reader)
+	}
 	g := &Gateway{cfg: cfg, log: cfg.Log}
+	g.notary = newNotary(cfg.ReceiptKey, cfg.Store, func(b *ledger.Bill, u *store.Usage) { g.cfg.Ledger.SettleLater(b, u) }, cfg.Log, cfg.Now)
 	g.keys = keyCache{ttl: cfg.KeyCacheTTL, now: cfg.Now, m: make(map[[32]byte]cachedKey)}
 	g.affinity.now = cfg.Now
 	return g
 }
+
+// Close stores the receipts queued and hands their requests' bills to the ledger. Call it once
+// no request is served any more, before the ledger's Close.
+func (g *Gateway) Close() { g.notary.close() }
 
 // Register adds the gateway's routes to mux.
 func (g *Gateway) Register(mux *http.ServeMux) {

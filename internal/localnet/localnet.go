@@ -5,6 +5,7 @@ package localnet
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,6 +68,8 @@ type Net struct {
 	Store         store.Store
 	Agents        []*agent.Agent
 
+	receiptKey ed25519.PrivateKey // kept in the data dir, so restarts countersign with it
+
 	mu       sync.Mutex
 	coord    *coordinator.Coordinator
 	addr     string
@@ -104,7 +107,12 @@ func Start(ctx context.Context, cfg Config) (*Net, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Net{cfg: cfg, Store: st, addr: cfg.Addr}
+	key, err := coordinator.LoadOrCreateKey(cfg.DataDir)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	n := &Net{cfg: cfg, Store: st, addr: cfg.Addr, receiptKey: key}
 	if err := n.credentials(ctx); err != nil {
 		st.Close()
 		return nil, err
@@ -214,7 +222,7 @@ func (n *Net) StartCoordinator() error {
 		Store: n.Store, Log: n.cfg.Log, HeartbeatInterval: n.cfg.HeartbeatInterval, RecordInterval: n.cfg.RecordInterval,
 		DrainTimeout: n.cfg.DrainTimeout, KeyCacheTTL: n.cfg.KeyCacheTTL,
 		FeeBasisPoints: n.cfg.FeeBasisPoints, SettlementDelay: n.cfg.SettlementDelay, DefaultMaxTokens: n.cfg.DefaultMaxTokens,
-		StallTimeout: n.cfg.StallTimeout,
+		StallTimeout: n.cfg.StallTimeout, ReceiptKey: n.receiptKey,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	n.coord, n.stopC, n.coordErr = c, cancel, make(chan error, 1)

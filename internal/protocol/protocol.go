@@ -12,17 +12,17 @@
 //	agent → coordinator  register    {node key, signature of the nonce, region, hardware, offers}
 //	coordinator → agent  registered  {node id, heartbeat interval}
 //
-// then, in any order:
+// (the node signs [RegisterMessage]: a domain string, then the nonce), then, in any order:
 //
 //	agent → coordinator  heartbeat   {load}
 //	coordinator → agent  job         {job id, request}
 //	agent → coordinator  delta       {job id, text}           (at most Window unacknowledged)
 //	coordinator → agent  credit      {job id, n}              (n more deltas may be sent)
 //	coordinator → agent  cancel      {job id}
-//	agent → coordinator  end         {job id, finish reason, usage | error}
+//	agent → coordinator  end         {job id, finish reason, usage | error, receipt}
 //
 // An end frame may carry the job's last delta too (outside the credit window), so a short answer
-// travels in one frame.
+// travels in one frame, and the node's signed receipt of the job.
 //
 // Every job the coordinator sends is answered by exactly one end frame, also when it is
 // cancelled: the coordinator frees the job's slot only then.
@@ -35,6 +35,15 @@
 //   - Version 1, same day: offers carry the provider's ask (input_price, output_price). The
 //     fields are optional: an agent that sends none offers its work for free. Offers may name
 //     their quantization; heartbeats may list the models loaded (warm).
+//   - Version 1, 2026-11-30: the register signature covers [RegisterMessage]
+//     ("shareai-register-v1\n" + nonce), not the bare nonce, so that no coordinator can have a
+//     node sign anything else with its key (such as a receipt); agents refuse nonces that are
+//     not [NonceSize] bytes. This breaks agents built before: the coordinator refuses them and
+//     says to upgrade (the version stays 1, as no such agent runs outside development). End
+//     frames may carry the node's signed receipt (End.Receipt, optional: an end without one is
+//     taken as before). Heartbeats may carry the node's GPU readings (telemetry) and why it
+//     takes no new jobs (paused); registers may carry the node's windows and time zone, and its
+//     hardware a fingerprint. All optional.
 package protocol
 
 import (
@@ -79,15 +88,28 @@ type Frame struct {
 }
 
 // Challenge is the first frame on a connection: the agent proves it holds its node key by
-// signing Nonce.
+// signing [RegisterMessage] of Nonce.
 type Challenge struct {
 	Nonce []byte `json:"nonce"`
+}
+
+// NonceSize is the size of a challenge's nonce; an agent refuses any other.
+const NonceSize = 32
+
+// registerDomain begins the message a node signs to register, so that the signature is good
+// for nothing else: not a receipt, nor anything another protocol would take.
+const registerDomain = "shareai-register-v1\n"
+
+// RegisterMessage is what a node signs with its key to answer a challenge: the domain string
+// "shareai-register-v1\n", then the nonce.
+func RegisterMessage(nonce []byte) []byte {
+	return append([]byte(registerDomain), nonce...)
 }
 
 // Register introduces a node.
 type Register struct {
 	Version int `json:"version"`
-	// NodeKey is the node's ed25519 public key; Signature signs the challenge nonce with it.
+	// NodeKey is the node's ed25519 public key; Signature signs RegisterMessage(nonce) with it.
 	NodeKey   []byte   `json:"node_key"`
 	Signature []byte   `json:"signature"`
 	Name      string   `json:"name,omitempty"`
@@ -250,6 +272,11 @@ type End struct {
 	// Estimated is true when the engine did not report usage and the agent counted it.
 	Estimated bool   `json:"estimated,omitempty"`
 	Error     *Error `json:"error,omitempty"`
+	// Receipt is the node's signed receipt of the job: the JSON of a receipt.Signed, which the
+	// node signs for every job it ran (whatever its end) and the coordinator countersigns for
+	// the buyer's request. Absent from agents older than receipts, and from a job refused at
+	// once (it never ran).
+	Receipt json.RawMessage `json:"receipt,omitempty"`
 }
 
 // FinishCancelled is the finish reason of a job the coordinator cancelled.
