@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -20,12 +21,16 @@ import (
 	"github.com/shareai/shareai/internal/store/sqlstore"
 )
 
-const adminAbout = `Operate the network's money: credit buyers, pay providers out, set spend limits.
+const adminAbout = `Operate the network: credit buyers, pay providers out, set spend limits, set nodes'
+trust levels and suspend cheats, and read the audit log.
 
   shareai admin credit   ACCOUNT AMOUNT [--ref REF]
   shareai admin accounts
   shareai admin payout   ACCOUNT AMOUNT|all [--ref REF] [--csv FILE]
   shareai admin cap      ACCOUNT|--key KEY-ID --period daily|weekly|monthly --limit USD
+  shareai admin node level   NODE new|verified|trusted|quarantined --reason TEXT [--actor NAME]
+  shareai admin node suspend NODE --reason TEXT [--actor NAME]
+  shareai admin audit    [--target NODE] [--limit 50]
 
 Amounts are USD, such as 12.5 or 0.000001. 'admin' works on the coordinator's database
 directly: run it on the coordinator's machine with the same --data-dir (or --db); the
@@ -36,11 +41,17 @@ it does nothing more, so a retry never pays twice. Without --ref a random one is
 printed. 'payout … all' pays out all the account's available earnings; --csv appends a line
 (time, account, amount_usd, ref) to FILE for the books. A cap limits what a key, or an
 account's keys together, can spend per UTC day, week (from Monday) or month; --limit 0
-removes it.`
+removes it.
+
+'node level' and 'node suspend' change a node's trust level, with a reason, and record the
+change in the audit log; a running coordinator picks up level changes from the database
+within a minute. Suspending a node also returns its pending earnings to the buyers who paid
+them.`
 
 func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	verbs := map[string]func(context.Context, []string, io.Writer, io.Writer) error{
 		"credit": adminCredit, "accounts": adminAccounts, "payout": adminPayout, "cap": adminCap,
+		"node": adminNode, "audit": adminAudit,
 	}
 	if len(args) == 0 || verbs[args[0]] == nil {
 		w, err := stderr, errUsage
@@ -416,4 +427,213 @@ func buyerKey(ctx context.Context, st store.Store, idOrPrefix string) (*store.Ke
 		}
 	}
 	return nil, fmt.Errorf("no API key %q: 'shareai keys list' lists them", idOrPrefix)
+}
+
+// adminNode runs 'admin node level' and 'admin node suspend'.
+func adminNode(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	verbs := map[string]func(context.Context, []string, io.Writer, io.Writer) error{
+		"level": adminNodeLevel, "suspend": adminNodeSuspend,
+	}
+	if len(args) == 0 || verbs[args[0]] == nil {
+		w, err := stderr, errUsage
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			w, err = stdout, nil
+		} else if len(args) > 0 {
+			fmt.Fprintf(stderr, "unknown admin node command %q\n\n", args[0])
+		}
+		fmt.Fprintln(w, `Set a node's trust level, or suspend it.
+
+  shareai admin node level   NODE new|verified|trusted|quarantined --reason TEXT [--actor NAME]
+  shareai admin node suspend NODE --reason TEXT [--actor NAME]
+
+See 'shareai admin node level --help'.`)
+		return err
+	}
+	return verbs[args[0]](ctx, args[1:], stdout, stderr)
+}
+
+// actorFlag names the operator in the audit log.
+func actorFlag(fs *flag.FlagSet) *string {
+	return fs.String("actor", "", "your name, recorded in the audit log as admin:NAME (default: $USER, or admin)")
+}
+
+// auditActor is the audit log's actor for an operator named name (default: $USER, or "admin").
+func auditActor(name string) string {
+	if name == "" {
+		name = os.Getenv("USER")
+	}
+	if name == "" {
+		name = "admin"
+	}
+	return "admin:" + name
+}
+
+// needReason trims --reason and refuses an empty one.
+func needReason(fs *flag.FlagSet, reason *string, stderr io.Writer) error {
+	*reason = strings.TrimSpace(*reason)
+	if *reason == "" {
+		fmt.Fprintf(stderr, "shareai %s: --reason is required: say why, for the audit log\n", fs.Name())
+		fs.Usage()
+		return errUsage
+	}
+	return nil
+}
+
+// findNode finds a node by id, refusing unknown ones.
+func findNode(ctx context.Context, st store.Store, id string) (*store.Node, error) {
+	n, err := st.Node(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("no node %q: give a node's id (node_…), as 'shareai provider status' or the console shows it", id)
+	}
+	return n, err
+}
+
+// levels an operator sets with 'admin node level'; suspension has its own command, as it also
+// claws back earnings.
+var settableLevels = []string{store.LevelNew, store.LevelVerified, store.LevelTrusted, store.LevelQuarantined}
+
+func adminNodeLevel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("admin node level", flag.ContinueOnError)
+	var db dbFlags
+	db.register(fs)
+	reason := fs.String("reason", "", "why (required); recorded with the level and in the audit log")
+	actor := actorFlag(fs)
+	pos, err := parseVerb(fs, args, stderr, `Set a node's trust level: new (onboarding checks pending), verified (passed them),
+trusted (a good record), or quarantined (no live traffic, still probed). To suspend a cheat,
+use 'shareai admin node suspend', which also claws back its pending earnings.
+
+The change and its reason are recorded in the audit log ('shareai admin audit'). A running
+coordinator picks up level changes from the database within a minute.
+
+Usage: shareai admin node level NODE new|verified|trusted|quarantined --reason TEXT [--actor NAME]`, 2, 2)
+	if err != nil {
+		return err
+	}
+	if err := needReason(fs, reason, stderr); err != nil {
+		return err
+	}
+	level := pos[1]
+	if level == store.LevelSuspended {
+		return fmt.Errorf("to suspend node %s, use 'shareai admin node suspend %s --reason …': it also claws back its pending earnings", pos[0], pos[0])
+	}
+	if !slices.Contains(settableLevels, level) {
+		return fmt.Errorf("level %q: want one of %s", level, strings.Join(settableLevels, ", "))
+	}
+	st, err := db.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	n, err := findNode(ctx, st, pos[0])
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	if err := st.SetNodeLevel(ctx, n.ID, level, *reason, now); err != nil {
+		return err
+	}
+	change := n.Level + " → " + level
+	if err := st.AddAudit(ctx, &store.AuditEntry{At: now, Actor: auditActor(*actor), Action: "node.level", Target: n.ID,
+		Detail: change + ": " + *reason}); err != nil {
+		return fmt.Errorf("the level is set, but recording it in the audit log: %w", err)
+	}
+	fmt.Fprintf(stdout, "Node %s (%s): %s (%s).\n", n.ID, n.Name, change, *reason)
+	return nil
+}
+
+func adminNodeSuspend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("admin node suspend", flag.ContinueOnError)
+	var db dbFlags
+	db.register(fs)
+	reason := fs.String("reason", "", "why (required); recorded with the level and in the audit log")
+	actor := actorFlag(fs)
+	pos, err := parseVerb(fs, args, stderr, `Suspend a node that cheated: it gets no more work, and its earnings still pending release
+go back to the buyers who paid them, with the platform's fee on them. Earnings already
+released to its provider are not touched.
+
+The suspension and the clawback are recorded in the audit log ('shareai admin audit'). A
+running coordinator picks up level changes from the database within a minute.
+
+Usage: shareai admin node suspend NODE --reason TEXT [--actor NAME]`, 1, 1)
+	if err != nil {
+		return err
+	}
+	if err := needReason(fs, reason, stderr); err != nil {
+		return err
+	}
+	st, err := db.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	n, err := findNode(ctx, st, pos[0])
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	who := auditActor(*actor)
+	if err := st.SetNodeLevel(ctx, n.ID, store.LevelSuspended, *reason, now); err != nil {
+		return err
+	}
+	if err := st.AddAudit(ctx, &store.AuditEntry{At: now, Actor: who, Action: "node.suspend", Target: n.ID,
+		Detail: n.Level + " → " + store.LevelSuspended + ": " + *reason}); err != nil {
+		return fmt.Errorf("node %s is suspended, but recording it in the audit log: %w", n.ID, err)
+	}
+	fmt.Fprintf(stdout, "Node %s (%s): %s → %s (%s).\n", n.ID, n.Name, n.Level, store.LevelSuspended, *reason)
+	ref := fmt.Sprintf("suspend:%s:%d", n.ID, now.UnixMilli())
+	amount, err := st.ClawBack(ctx, n.ID, ref, now)
+	if err != nil {
+		return fmt.Errorf("node %s is suspended, but clawing back its pending earnings: %w (run the suspension again to retry)", n.ID, err)
+	}
+	if err := st.AddAudit(ctx, &store.AuditEntry{At: now, Actor: who, Action: "clawback", Target: n.ID,
+		Detail: fmt.Sprintf("$%s returned to buyers (ref %s)", amount, ref)}); err != nil {
+		return fmt.Errorf("$%s clawed back from node %s, but recording it in the audit log: %w", amount, n.ID, err)
+	}
+	fmt.Fprintf(stdout, "Clawed back $%s: the node's pending earnings, returned to the buyers who paid them with the platform's fee on them (ref %s).\n", amount, ref)
+	return nil
+}
+
+func adminAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("admin audit", flag.ContinueOnError)
+	var db dbFlags
+	db.register(fs)
+	target := fs.String("target", "", "only the entries about this node (or other target)")
+	limit := fs.Int("limit", 50, "show at most this many entries, the newest")
+	if _, err := parseVerb(fs, args, stderr, `List the audit log, newest first: operators' decisions ('admin node …') and the
+coordinator's own changes of nodes' levels.
+
+Usage: shareai admin audit [--target NODE] [--limit 50]`, 0, 0); err != nil {
+		return err
+	}
+	if *limit <= 0 {
+		return fmt.Errorf("--limit: %d is not a positive number of entries", *limit)
+	}
+	st, err := db.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	es, err := st.AuditLog(ctx, *target, *limit)
+	if err != nil {
+		return err
+	}
+	if len(es) == 0 {
+		if *target != "" {
+			fmt.Fprintf(stdout, "No audit entries about %s.\n", *target)
+		} else {
+			fmt.Fprintln(stdout, "No audit entries.")
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTIME\tACTOR\tACTION\tTARGET\tDETAIL")
+	for _, e := range es {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.At.UTC().Format(time.RFC3339), e.Actor, e.Action, e.Target, oneLine(e.Detail))
+	}
+	return tw.Flush()
+}
+
+// oneLine keeps a table's cell on one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
 }

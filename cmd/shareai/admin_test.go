@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -469,5 +470,263 @@ func TestAdmin_Help(t *testing.T) {
 	}
 	if code, _, errs := shareai(t, "admin"); code != 2 || !strings.Contains(errs, "shareai admin payout") {
 		t.Errorf("admin alone = %d, %q; want 2 and the usage", code, errs)
+	}
+}
+
+// Nodes' levels, suspension with its clawback, and the audit log, on each kind of database.
+func TestAdmin_Node(t *testing.T) {
+	for _, kind := range sqlstoretest.Kinds() {
+		t.Run(kind, func(t *testing.T) {
+			ctx := context.Background()
+			dsn := sqlstoretest.DSN(t, kind)
+			st, err := sqlstore.Open(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			carol := &store.Account{ID: "acct_carol", Name: "carol", CreatedAt: time.Now()}
+			dave := &store.Account{ID: "acct_dave", Name: "dave", CreatedAt: time.Now()}
+			_, k := store.NewKey(carol.ID, store.KeyBuyer, "", time.Now())
+			for _, a := range []*store.Account{carol, dave} {
+				if err := st.CreateAccount(ctx, a); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := st.CreateKey(ctx, k); err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range []string{"node_1", "node_2"} {
+				n := &store.Node{ID: id, AccountID: dave.ID, PublicKey: []byte("pk-" + id), Name: "rig-" + id,
+					Region: "eu", Engine: "ollama", Agent: "v1", FirstSeen: time.Now(), LastSeen: time.Now()}
+				if err := st.UpsertNode(ctx, n); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := st.Deposit(ctx, carol.ID, 10*money.USD, "d1", time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			// node_1 earns $2 (fee $0.1) pending and $1 (fee $0.05) released; node_2 $0.5 pending.
+			earn(t, st, "req_1", carol.ID, k.ID, dave.ID, 2*money.USD, usd("0.1"), time.Now().Add(time.Hour))
+			earn(t, st, "req_2", carol.ID, k.ID, dave.ID, money.USD, usd("0.05"), time.Now().Add(-time.Minute))
+			if err := st.PlaceHold(ctx, &store.Hold{RequestID: "req_3", AccountID: carol.ID, KeyID: k.ID, Amount: usd("0.52"), CreatedAt: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+			if errs := st.Settle(ctx, []*store.Settlement{{RequestID: "req_3", Debit: usd("0.52"), Fee: usd("0.02"), At: time.Now(),
+				ReleaseAt: time.Now().Add(time.Hour), Parts: []store.Part{{NodeID: "node_2", ProviderID: dave.ID, Earned: usd("0.5")}}}}); errs[0] != nil {
+				t.Fatal(errs[0])
+			}
+			if _, err := st.ReleaseEarnings(ctx, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			st.Close()
+
+			db := []string{"--db", dsn}
+			if kind == "sqlite" {
+				dir := filepath.Join(t.TempDir(), "data")
+				if err := os.MkdirAll(dir, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Rename(dsn, filepath.Join(dir, "coordinator.db")); err != nil {
+					t.Fatal(err)
+				}
+				dsn = filepath.Join(dir, "coordinator.db")
+				db = []string{"--data-dir", dir}
+			}
+			admin := func(args ...string) []string { return append(append([]string{"admin"}, args...), db...) }
+			withStore := func(fn func(st *sqlstore.DB)) {
+				t.Helper()
+				st, err := sqlstore.Open(ctx, dsn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer st.Close()
+				fn(st)
+			}
+			audit := func(target string) []store.AuditEntry {
+				t.Helper()
+				var es []store.AuditEntry
+				withStore(func(st *sqlstore.DB) {
+					if es, err = st.AuditLog(ctx, target, 100); err != nil {
+						t.Fatal(err)
+					}
+				})
+				return es
+			}
+			node := func(id string) *store.Node {
+				t.Helper()
+				var n *store.Node
+				withStore(func(st *sqlstore.DB) {
+					if n, err = st.Node(ctx, id); err != nil {
+						t.Fatal(err)
+					}
+				})
+				return n
+			}
+
+			t.Run("level", func(t *testing.T) {
+				out := must(t, admin("node", "level", "node_1", "verified", "--reason", " passed onboarding ", "--actor", "ops")...)
+				if want := "Node node_1 (rig-node_1): new → verified (passed onboarding).\n"; out != want {
+					t.Errorf("node level: %q; want %q", out, want)
+				}
+				if n := node("node_1"); n.Level != store.LevelVerified || n.LevelReason != "passed onboarding" || time.Since(n.LevelChangedAt) > time.Minute {
+					t.Errorf("node_1 after node level: %q, %q, %v", n.Level, n.LevelReason, n.LevelChangedAt)
+				}
+				es := audit("node_1")
+				if len(es) != 1 || es[0].Actor != "admin:ops" || es[0].Action != "node.level" || es[0].Target != "node_1" ||
+					es[0].Detail != "new → verified: passed onboarding" {
+					t.Errorf("audit log %+v; want one node.level entry by admin:ops", es)
+				}
+				// The actor defaults to $USER, then to "admin".
+				t.Setenv("USER", "tester")
+				must(t, admin("node", "level", "node_2", "quarantined", "--reason", "flaky")...)
+				t.Setenv("USER", "")
+				must(t, admin("node", "level", "node_2", "new", "--reason", "fixed")...)
+				es = audit("node_2")
+				if len(es) != 2 || es[0].Actor != "admin:admin" || es[0].Detail != "quarantined → new: fixed" || es[1].Actor != "admin:tester" {
+					t.Errorf("audit log of node_2 %+v; want admin:admin's change after admin:tester's", es)
+				}
+
+				for _, tt := range []struct {
+					name     string
+					args     []string
+					code     int
+					contains string
+				}{
+					{"no reason", []string{"node", "level", "node_1", "trusted"}, 2, "--reason is required"},
+					{"blank reason", []string{"node", "level", "node_1", "trusted", "--reason", "  "}, 2, "--reason is required"},
+					{"suspended", []string{"node", "level", "node_1", "suspended", "--reason", "x"}, 1, "shareai admin node suspend node_1"},
+					{"unknown level", []string{"node", "level", "node_1", "admired", "--reason", "x"}, 1, "want one of new, verified, trusted, quarantined"},
+					{"unknown node", []string{"node", "level", "node_x", "trusted", "--reason", "x"}, 1, `no node "node_x"`},
+					{"no level", []string{"node", "level", "node_1", "--reason", "x"}, 2, "wrong number of arguments"},
+					{"unknown verb", []string{"node", "promote", "node_1"}, 2, `unknown admin node command "promote"`},
+					{"no verb", []string{"node"}, 2, "shareai admin node suspend"},
+					{"suspend without a reason", []string{"node", "suspend", "node_1"}, 2, "--reason is required"},
+					{"suspend an unknown node", []string{"node", "suspend", "node_x", "--reason", "x"}, 1, `no node "node_x"`},
+				} {
+					t.Run(tt.name, func(t *testing.T) {
+						code, out, errs := shareai(t, admin(tt.args...)...)
+						if code != tt.code || out != "" || !strings.Contains(errs, tt.contains) {
+							t.Errorf("= %d, %q, %q; want %d, no output, and %q", code, out, errs, tt.code, tt.contains)
+						}
+					})
+				}
+				if n := node("node_1"); n.Level != store.LevelVerified {
+					t.Errorf("node_1 after refused commands: %q", n.Level)
+				}
+				if es := audit(""); len(es) != 3 {
+					t.Errorf("%d audit entries after refused commands; want still 3", len(es))
+				}
+			})
+
+			t.Run("suspend", func(t *testing.T) {
+				var before *store.Balance
+				withStore(func(st *sqlstore.DB) { before = mustBalance(t, st, carol.ID) })
+				out := must(t, admin("node", "suspend", "node_1", "--reason", "forged outputs", "--actor", "ops")...)
+				if !strings.Contains(out, "Node node_1 (rig-node_1): verified → suspended (forged outputs).\n") ||
+					!regexp.MustCompile(`Clawed back \$2\.1: .*\(ref suspend:node_1:\d+\)`).MatchString(out) {
+					t.Errorf("node suspend: %q", out)
+				}
+				if n := node("node_1"); n.Level != store.LevelSuspended || n.LevelReason != "forged outputs" {
+					t.Errorf("node_1 after suspend: %q, %q", n.Level, n.LevelReason)
+				}
+				withStore(func(st *sqlstore.DB) {
+					// Carol gets back node_1's pending $2 and its fee $0.1; the released $1 and
+					// node_2's pending $0.5 stay dave's.
+					if b := mustBalance(t, st, carol.ID); b.Credits != before.Credits+usd("2.1") {
+						t.Errorf("carol's credits $%s; want $%s + $2.1", b.Credits, before.Credits)
+					}
+					if b := mustBalance(t, st, dave.ID); b.Pending != usd("0.5") || b.Available != money.USD {
+						t.Errorf("dave after the suspension %+v; want $0.5 pending (node_2), $1 available", b)
+					}
+					if sum, err := st.LedgerSum(ctx); sum != 0 || err != nil {
+						t.Errorf("ledger sum %d, %v", sum, err)
+					}
+				})
+				es := audit("node_1")
+				if len(es) != 3 || es[0].Action != "clawback" || !regexp.MustCompile(`^\$2\.1 returned to buyers \(ref suspend:node_1:\d+\)$`).MatchString(es[0].Detail) ||
+					es[1].Action != "node.suspend" || es[1].Detail != "verified → suspended: forged outputs" || es[0].Actor != "admin:ops" || es[1].Actor != "admin:ops" {
+					t.Errorf("audit log of node_1 %+v; want clawback, then node.suspend, then node.level", es)
+				}
+
+				// Again: nothing left to claw back.
+				out = must(t, admin("node", "suspend", "node_1", "--reason", "again")...)
+				if !strings.Contains(out, "suspended → suspended (again)") || !strings.Contains(out, "Clawed back $0:") {
+					t.Errorf("node suspend again: %q", out)
+				}
+				withStore(func(st *sqlstore.DB) {
+					if b := mustBalance(t, st, carol.ID); b.Credits != before.Credits+usd("2.1") {
+						t.Errorf("carol's credits after a second suspension $%s", b.Credits)
+					}
+				})
+			})
+
+			t.Run("audit", func(t *testing.T) {
+				out := must(t, admin("audit")...)
+				lines := strings.Split(strings.TrimSpace(out), "\n")
+				if len(lines) != 8 || strings.Join(strings.Fields(lines[0]), " ") != "ID TIME ACTOR ACTION TARGET DETAIL" {
+					t.Fatalf("audit:\n%s\nwant a header and 7 entries", out)
+				}
+				row := regexp.MustCompile(`^(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(.*)$`)
+				var actions []string
+				for _, l := range lines[1:] {
+					m := row.FindStringSubmatch(l)
+					if m == nil {
+						t.Fatalf("audit line %q", l)
+					}
+					if _, err := time.Parse(time.RFC3339, m[2]); err != nil {
+						t.Errorf("time %q: %v", m[2], err)
+					}
+					actions = append(actions, m[4]+" "+m[5])
+				}
+				want := []string{"clawback node_1", "node.suspend node_1", "clawback node_1", "node.suspend node_1",
+					"node.level node_2", "node.level node_2", "node.level node_1"}
+				if !reflect.DeepEqual(actions, want) {
+					t.Errorf("audit actions %v; want %v", actions, want)
+				}
+				if !strings.Contains(lines[2], "suspended → suspended: again") || !strings.Contains(lines[3], "admin:ops") {
+					t.Errorf("audit lines %q, %q", lines[2], lines[3])
+				}
+				out = must(t, admin("audit", "--target", "node_2", "--limit", "1")...)
+				if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 || !strings.Contains(lines[1], "quarantined → new: fixed") {
+					t.Errorf("audit --target node_2 --limit 1:\n%s", out)
+				}
+				if out := must(t, admin("audit", "--target", "node_x")...); out != "No audit entries about node_x.\n" {
+					t.Errorf("audit of a target without entries: %q", out)
+				}
+				if code, _, errs := shareai(t, admin("audit", "--limit", "0")...); code != 1 || !strings.Contains(errs, "--limit") {
+					t.Errorf("audit --limit 0 = %d, %q", code, errs)
+				}
+				if code, _, errs := shareai(t, admin("audit", "node_1")...); code != 2 || !strings.Contains(errs, "wrong number of arguments") {
+					t.Errorf("audit with an argument = %d, %q", code, errs)
+				}
+			})
+		})
+	}
+}
+
+func TestAdmin_NodeHelp(t *testing.T) {
+	for _, args := range [][]string{
+		{"admin", "node", "level", "--help"}, {"admin", "node", "suspend", "--help"}, {"admin", "audit", "--help"},
+	} {
+		code, out, errs := shareai(t, args...)
+		if help := out + errs; code != 0 || !strings.Contains(help, "Usage: shareai "+strings.Join(args[:len(args)-1], " ")) {
+			t.Errorf("shareai %s = %d, %q; want 0 and the usage", strings.Join(args, " "), code, help)
+		}
+	}
+	code, out, _ := shareai(t, "admin", "node", "--help")
+	if code != 0 || !strings.Contains(out, "shareai admin node suspend NODE") {
+		t.Errorf("admin node --help = %d, %q", code, out)
+	}
+	code, out, _ = shareai(t, "admin", "--help")
+	if code != 0 || !strings.Contains(out, "shareai admin node level") || !strings.Contains(out, "within a minute") {
+		t.Errorf("admin --help = %d, %q; want the node commands and when the coordinator sees them", code, out)
+	}
+}
+
+// A database without any audit entry says so.
+func TestAdmin_AuditEmpty(t *testing.T) {
+	dir := t.TempDir()
+	must(t, "keys", "create", "--data-dir", dir, "--account", "alice")
+	if out := must(t, "admin", "audit", "--data-dir", dir); out != "No audit entries.\n" {
+		t.Errorf("admin audit on a new network: %q", out)
 	}
 }

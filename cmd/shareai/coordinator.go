@@ -62,7 +62,7 @@ public half: GET /v1/receipts/key). Create keys with 'shareai keys' on this mach
 		Store: st, Log: log, DrainTimeout: cfg.DrainTimeout, HeartbeatInterval: cfg.HeartbeatInterval,
 		MaxBodyBytes: cfg.MaxBodyBytes, TLS: tlsCfg,
 		FeeBasisPoints: fee, SettlementDelay: cfg.Money.SettlementDelay, DefaultMaxTokens: cfg.Money.DefaultMaxTokens,
-		StallTimeout: cfg.StallTimeout, ReceiptKey: key,
+		StallTimeout: cfg.StallTimeout, ReceiptKey: key, ProbeEvery: cfg.ProbeEvery, TrustNewNodes: cfg.TrustNewNodes,
 	})
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 // startCoordinator runs `shareai coordinator` in a child process.
 func startCoordinator(t *testing.T, addr, dataDir string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "coordinator", "--addr", addr, "--data-dir", dataDir, "--log-level", "warn")
+	cmd := exec.Command(os.Args[0], "coordinator", "--addr", addr, "--data-dir", dataDir, "--log-level", "warn", "--trust-new-nodes")
 	cmd.Env = append(os.Environ(), "SHAREAI_TEST_AS_MAIN=1")
 	cmd.Stderr = io.Discard
 	if err := cmd.Start(); err != nil {

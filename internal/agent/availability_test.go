@@ -115,6 +115,9 @@ func TestAgent_AvailabilityWindows(t *testing.T) {
 	}
 	sched.open.Store(true)
 	nodePaused(env, a, false)
+	env.WaitFor("the node's onboarding checks, made once it takes jobs", func() bool {
+		return env.Coordinator().Fleet.Node(a.NodeID()).Level() == "verified"
+	})
 	if err := ask(env); err != nil {
 		t.Errorf("request inside a window: %v", err)
 	}

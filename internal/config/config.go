@@ -126,6 +126,8 @@ type Coordinator struct {
 	HeartbeatInterval time.Duration
 	MaxBodyBytes      int64
 	StallTimeout      time.Duration
+	ProbeEvery        time.Duration // mean time between canary probes of a node
+	TrustNewNodes     bool          // skip onboarding checks
 	Money             Money
 	Log               Log
 }
@@ -201,6 +203,8 @@ func (c *Coordinator) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", 5*time.Second, "how often agents send heartbeats")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", 16<<20, "largest request body accepted")
 	fs.DurationVar(&c.StallTimeout, "stall-timeout", 30*time.Second, "the most a node may stay silent mid-answer before another node continues the answer")
+	fs.DurationVar(&c.ProbeEvery, "probe-every", 10*time.Minute, "mean time between two canary probes of a node, at random times; probes are paid from the platform's fees")
+	fs.BoolVar(&c.TrustNewNodes, "trust-new-nodes", false, "let new nodes serve without onboarding checks: only for a private network of your own machines")
 	c.Money.Flags(fs)
 	c.Log.Flags(fs)
 }

@@ -22,7 +22,9 @@ import (
 	"github.com/shareai/shareai/internal/gateway"
 	"github.com/shareai/shareai/internal/keyfile"
 	"github.com/shareai/shareai/internal/ledger"
+	"github.com/shareai/shareai/internal/reputation"
 	"github.com/shareai/shareai/internal/store"
+	"github.com/shareai/shareai/internal/verify"
 )
 
 // Config configures a coordinator.
@@ -43,6 +45,15 @@ type Config struct {
 	DefaultMaxTokens int           // bounds requests without max_tokens; default 4096
 	// StallTimeout is the most a node may stay silent mid-answer before another takes over.
 	StallTimeout time.Duration
+	// ProbeEvery is the mean time between two canary probes of a node (default 10 minutes);
+	// ScoreEvery how often reputations are recomputed (default 1 minute); ProbeTick how often
+	// the prober looks for nodes to check (default 1s).
+	ProbeEvery, ScoreEvery, ProbeTick time.Duration
+	// CheckTimeout bounds one check of a node (default 1 minute).
+	CheckTimeout time.Duration
+	// TrustNewNodes makes new nodes verified without onboarding checks: for a private network
+	// of one's own machines, and tests of misbehaving engines.
+	TrustNewNodes bool
 	// ReceiptKey is the key the coordinator countersigns jobs' receipts with, which buyers pin
 	// (GET /v1/receipts/key): keep it in a file (keyfile.LoadOrCreate). Nil: a key made for
 	// this run alone, with a warning.
@@ -69,6 +80,7 @@ type Coordinator struct {
 	Fleet   *fleet.Fleet
 	Ledger  *ledger.Ledger
 	Gateway *gateway.Gateway
+	Prober  *verify.Prober
 	handler http.Handler
 	closing atomic.Bool
 }
@@ -93,17 +105,24 @@ func New(cfg Config) *Coordinator {
 		Authenticate:      c.authenticateProvider,
 		HeartbeatInterval: cfg.HeartbeatInterval,
 		RecordInterval:    cfg.RecordInterval,
+		TrustNewNodes:     cfg.TrustNewNodes,
 		Log:               cfg.Log,
 	})
 	c.Ledger = ledger.New(ledger.Config{
 		Store: cfg.Store, FeeBasisPoints: cfg.FeeBasisPoints, SettlementDelay: cfg.SettlementDelay,
 		DefaultMaxTokens: cfg.DefaultMaxTokens, Log: cfg.Log,
 	})
+	c.Prober = verify.New(verify.Config{
+		Fleet: c.Fleet, Store: cfg.Store, Ledger: c.Ledger, Rules: reputation.DefaultRules(),
+		ProbeEvery: cfg.ProbeEvery, ScoreEvery: cfg.ScoreEvery, Tick: cfg.ProbeTick, CheckTimeout: cfg.CheckTimeout, Log: cfg.Log,
+	})
 	c.Gateway = gateway.New(gateway.Config{
-		Store: cfg.Store, Fleet: c.Fleet, Ledger: c.Ledger, Log: cfg.Log,
+		Reputation: c.Prober.Explain,
+		Store:      cfg.Store, Fleet: c.Fleet, Ledger: c.Ledger, Log: cfg.Log,
 		MaxBodyBytes: cfg.MaxBodyBytes, KeyCacheTTL: cfg.KeyCacheTTL, StallTimeout: cfg.StallTimeout,
 		ReceiptKey: cfg.ReceiptKey,
 	})
+
 	mux := http.NewServeMux()
 	c.Gateway.Register(mux)
 	mux.HandleFunc("GET /v1/agent/connect", c.Fleet.ServeAgent)
@@ -176,6 +195,15 @@ func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
 	defer stopBg()
 	go c.Fleet.Run(bg)
 	go c.Ledger.Run(bg, time.Minute)
+	pctx, stopProber := context.WithCancel(bg)
+	defer stopProber()
+	proberDone := make(chan struct{})
+	go func() {
+		defer close(proberDone)
+		if err := c.Prober.Run(pctx); err != nil {
+			c.log.Error("verification stopped: new nodes get no live traffic", "err", err)
+		}
+	}()
 
 	errc := make(chan error, 1)
 	go func() {
@@ -191,6 +219,8 @@ func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	c.closing.Store(true)
+	stopProber() // checks in flight end without counting against their nodes
+	<-proberDone
 	dctx, cancel := context.WithTimeout(context.Background(), c.cfg.DrainTimeout)
 	defer cancel()
 	if serr := srv.Shutdown(dctx); serr != nil {

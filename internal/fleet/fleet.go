@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -39,8 +40,11 @@ type Config struct {
 	// RecordInterval is how often connected nodes are recorded as seen, with their sessions,
 	// job counts and telemetry. Default 1m.
 	RecordInterval time.Duration
-	Log            *slog.Logger
-	Now            func() time.Time // default time.Now
+	// TrustNewNodes makes a node verified when it first registers (or its hardware changes),
+	// without onboarding checks: for a private network of one's own machines, and tests.
+	TrustNewNodes bool
+	Log           *slog.Logger
+	Now           func() time.Time // default time.Now
 }
 
 // Fleet is the set of connected nodes.
@@ -369,6 +373,39 @@ type Node struct {
 	sess  *session
 	rtt   atomic.Int64 // nanoseconds, moving average
 	state atomic.Pointer[nodeState]
+	level atomic.Pointer[string] // store.Level*
+	score atomic.Uint64          // math.Float64bits of the reputation score; 0: none yet
+}
+
+// Score returns the node's reputation score in [0, 1], or 0 before it is computed.
+func (n *Node) Score() float64 { return math.Float64frombits(n.score.Load()) }
+
+// SetScore records the node's reputation score.
+func (n *Node) SetScore(s float64) { n.score.Store(math.Float64bits(s)) }
+
+// Level returns the node's trust level (store.LevelNew …).
+func (n *Node) Level() string {
+	if l := n.level.Load(); l != nil {
+		return *l
+	}
+	return store.LevelNew
+}
+
+// WithLevel sets the level of a node that is in no fleet yet (a what-if ranking, a test) and
+// returns it.
+func (n *Node) WithLevel(level string) *Node {
+	n.level.Store(&level)
+	return n
+}
+
+// SetLevel changes the node's trust level as the coordinator knows it now; the caller records
+// it in the store. The rankings see it at once.
+func (f *Fleet) SetLevel(n *Node, level string) {
+	if n.Level() == level {
+		return
+	}
+	n.level.Store(&level)
+	f.changedNow()
 }
 
 // Offer is one model a connected node serves, with its free slots.

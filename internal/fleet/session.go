@@ -257,7 +257,13 @@ func (s *session) record(ctx context.Context, n *Node, reg *protocol.Register, n
 		Engine: n.Engine, Agent: n.Agent, Hardware: hw, Offers: offers, FirstSeen: now, LastSeen: now,
 		Fingerprint: reg.Hardware.Fingerprint, Windows: reg.Windows, Timezone: reg.Timezone,
 	}
+	newLevel := store.LevelNew
+	if s.fleet.cfg.TrustNewNodes {
+		newLevel = store.LevelVerified
+	}
+	level := newLevel
 	if prev != nil {
+		level = prev.Level
 		rec.HardwareChangedAt = prev.HardwareChangedAt
 		if prev.Fingerprint != "" && prev.Fingerprint != rec.Fingerprint {
 			// New GPUs or a new driver: the node must prove itself again.
@@ -268,11 +274,23 @@ func (s *session) record(ctx context.Context, n *Node, reg *protocol.Register, n
 			if err != nil {
 				return fmt.Errorf("record node %s: %w", n.ID, err)
 			}
+			if level != store.LevelSuspended && level != newLevel {
+				level = newLevel // it proves itself again before it gets live traffic
+				if err := st.SetNodeLevel(ctx, n.ID, level, "hardware changed: verified again before live traffic", now); err != nil {
+					return fmt.Errorf("record node %s: %w", n.ID, err)
+				}
+			}
 		}
 	}
 	if err := st.UpsertNode(ctx, rec); err != nil {
 		return fmt.Errorf("record node %s: %w", n.ID, err)
 	}
+	if prev == nil && level != store.LevelNew {
+		if err := st.SetNodeLevel(ctx, n.ID, level, "trusted without onboarding checks (coordinator setting)", now); err != nil {
+			return fmt.Errorf("record node %s: %w", n.ID, err)
+		}
+	}
+	n.level.Store(&level)
 	s.act.rec = store.NodeSession{ID: newSessionID(), NodeID: n.ID, ConnectedAt: now, LastSeen: now}
 	if err := st.StartNodeSession(ctx, &s.act.rec); err != nil {
 		return fmt.Errorf("record node %s's session: %w", n.ID, err)
@@ -313,7 +331,10 @@ func (s *session) close(err error) {
 		now := s.fleet.cfg.Now()
 		for _, j := range jobs {
 			end := &protocol.End{Error: &protocol.Error{Message: fmt.Sprintf("node %s: %v", j.Offer.Node.ID, errNodeGone)}}
-			s.act.ended(j.Offer.Node.ID, now, end)
+			if !errors.Is(err, errCoordinatorClosing) {
+				// A job cut short by the coordinator's own shutdown is not the node's failure.
+				s.act.ended(j.Offer.Node.ID, now, end)
+			}
 			j.finish(protocol.Frame{Type: protocol.TypeEnd, Job: j.ID, End: end})
 		}
 		s.act.jobEnded(0, now)

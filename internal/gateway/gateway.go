@@ -21,6 +21,7 @@ import (
 	"github.com/shareai/shareai/internal/api"
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/ledger"
+	"github.com/shareai/shareai/internal/reputation"
 	"github.com/shareai/shareai/internal/store"
 )
 
@@ -40,6 +41,8 @@ const (
 
 // Config configures a Gateway.
 type Config struct {
+	// Reputation explains a node's score to its provider; nil: reports show none.
+	Reputation   func(ctx context.Context, nodeID string) (reputation.Score, error)
 	Store        store.Store
 	Fleet        *fleet.Fleet
 	Ledger       *ledger.Ledger

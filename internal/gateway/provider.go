@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -69,6 +70,69 @@ type NodeReport struct {
 	Sessions []NodeSessionInfo `json:"sessions"`          // oldest first
 	History  []TelemetryPoint  `json:"telemetry_history"` // per minute, the last 24 hours
 	Events   []NodeEventInfo   `json:"events"`            // newest first
+	// Reputation is the node's level and score with the reasons (docs/reputation.md), and its
+	// latest verification checks.
+	Reputation *NodeReputation `json:"reputation"`
+}
+
+// NodeReputation is what a provider sees of a node's standing.
+type NodeReputation struct {
+	Level          string          `json:"level"` // new, verified, trusted, quarantined, suspended
+	LevelReason    string          `json:"level_reason"`
+	LevelChangedAt *string         `json:"level_changed_at"`
+	Score          float64         `json:"score"` // 0..1
+	Reasons        []ScoreReason   `json:"reasons"`
+	Checks         []NodeCheckInfo `json:"checks"` // newest first
+}
+
+// ScoreReason is one factor of a node's score: its value (1 best), its weight in the score,
+// and what it means.
+type ScoreReason struct {
+	Factor string  `json:"factor"`
+	Value  float64 `json:"value"`
+	Weight float64 `json:"weight"`
+	Text   string  `json:"text"`
+}
+
+// NodeCheckInfo is one verification of the node.
+type NodeCheckInfo struct {
+	At     string `json:"at"`
+	Kind   string `json:"kind"` // onboarding or probe
+	Model  string `json:"model"`
+	Passed bool   `json:"passed"`
+	Detail string `json:"detail"`
+}
+
+const checksShown = 20
+
+// reputationOf is the node's standing, for its provider.
+func (g *Gateway) reputationOf(ctx context.Context, n *store.Node) (*NodeReputation, error) {
+	r := &NodeReputation{Level: n.Level, LevelReason: n.LevelReason, Score: n.Score, Reasons: []ScoreReason{}, Checks: []NodeCheckInfo{}}
+	if live := g.cfg.Fleet.Node(n.ID); live != nil {
+		r.Level = live.Level()
+	}
+	if !n.LevelChangedAt.IsZero() {
+		at := rfc3339(n.LevelChangedAt)
+		r.LevelChangedAt = &at
+	}
+	if g.cfg.Reputation != nil {
+		s, err := g.cfg.Reputation(ctx, n.ID)
+		if err != nil {
+			return nil, err
+		}
+		r.Score = s.Value
+		for _, why := range s.Reasons {
+			r.Reasons = append(r.Reasons, ScoreReason{Factor: why.Factor, Value: why.Value, Weight: why.Weight, Text: why.Text})
+		}
+	}
+	checks, err := g.cfg.Store.NodeChecks(ctx, n.ID, checksShown)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range checks {
+		r.Checks = append(r.Checks, NodeCheckInfo{At: rfc3339(c.At), Kind: c.Kind, Model: c.Model, Passed: c.Passed, Detail: c.Detail})
+	}
+	return r, nil
 }
 
 // NodeDayReport is a node's record over one UTC day (or, as totals, the whole period).
@@ -173,6 +237,9 @@ func (g *Gateway) providerNode(w http.ResponseWriter, r *http.Request, c *call) 
 	rep := NodeReport{NodeInfo: g.nodeInfo(n), Since: since.Format(time.DateOnly),
 		Sessions: []NodeSessionInfo{}, History: []TelemetryPoint{}, Events: []NodeEventInfo{}}
 	rep.Days, rep.Totals = nodeDays(id, since, now, sessions, counts, earnings, sched)
+	if rep.Reputation, err = g.reputationOf(ctx, n); err != nil {
+		return err
+	}
 	for _, s := range sessions {
 		si := NodeSessionInfo{ConnectedAt: rfc3339(s.ConnectedAt), BusySeconds: int64(s.Busy / time.Second)}
 		if s.Ended {

@@ -75,6 +75,9 @@ func TestProviderNodes(t *testing.T) {
 	if d.Telemetry == nil {
 		t.Error("the node's report lacks its latest reading")
 	}
+	if r := d.Reputation; r == nil || r.Level != "verified" || r.Score <= 0 || len(r.Reasons) == 0 || r.Reasons[0].Text == "" {
+		t.Errorf("reputation = %+v; want the node's level, score and the reasons for it", r)
+	}
 	if len(d.Days) != 2 || d.Days[1].Date != time.Now().UTC().Format(time.DateOnly) {
 		t.Fatalf("days = %+v; want yesterday and today", d.Days)
 	}

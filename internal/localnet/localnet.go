@@ -36,10 +36,16 @@ type Config struct {
 	MaxConcurrent     int           // slots per offer; default 4
 	HeartbeatInterval time.Duration // default 5s
 	RecordInterval    time.Duration // how often nodes' activity is stored; default 1m
-	DrainTimeout      time.Duration // default 30s
-	KeyCacheTTL       time.Duration // default 10s
-	Region            string        // the agents' region
-	Regions           []string      // if set, agent i's region is Regions[i % len(Regions)]
+	// Verification (coordinator.Config): the mean time between canary probes of a node, how
+	// often scores are recomputed, how often the prober looks for work, how long a check may
+	// take. Defaults: the coordinator's.
+	ProbeEvery, ScoreEvery, ProbeTick, CheckTimeout time.Duration
+	// TrustNewNodes skips the onboarding checks (coordinator.Config).
+	TrustNewNodes bool
+	DrainTimeout  time.Duration // default 30s
+	KeyCacheTTL   time.Duration // default 10s
+	Region        string        // the agents' region
+	Regions       []string      // if set, agent i's region is Regions[i % len(Regions)]
 	// InputPrice and OutputPrice are the agents' ask.
 	InputPrice, OutputPrice money.Price
 	FeeBasisPoints          int           // the platform fee
@@ -220,6 +226,7 @@ func (n *Net) StartCoordinator() error {
 	n.URL = "http://" + n.addr
 	c := coordinator.New(coordinator.Config{
 		Store: n.Store, Log: n.cfg.Log, HeartbeatInterval: n.cfg.HeartbeatInterval, RecordInterval: n.cfg.RecordInterval,
+		ProbeEvery: n.cfg.ProbeEvery, ScoreEvery: n.cfg.ScoreEvery, ProbeTick: n.cfg.ProbeTick, CheckTimeout: n.cfg.CheckTimeout, TrustNewNodes: n.cfg.TrustNewNodes,
 		DrainTimeout: n.cfg.DrainTimeout, KeyCacheTTL: n.cfg.KeyCacheTTL,
 		FeeBasisPoints: n.cfg.FeeBasisPoints, SettlementDelay: n.cfg.SettlementDelay, DefaultMaxTokens: n.cfg.DefaultMaxTokens,
 		StallTimeout: n.cfg.StallTimeout, ReceiptKey: n.receiptKey,
@@ -302,7 +309,34 @@ func (n *Net) startAgents(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	return nil
+	return n.waitVerified(ctx)
+}
+
+// waitVerified waits until every agent's node has been through its onboarding checks (a new
+// node gets no live traffic before): passed them, or failed them and been quarantined.
+func (n *Net) waitVerified(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		waiting := 0
+		for _, a := range n.Agents {
+			node := n.Coordinator().Fleet.Node(a.NodeID())
+			if node != nil && node.Paused() != "" {
+				continue // checked once it takes jobs
+			}
+			if node == nil || node.Level() == store.LevelNew {
+				waiting++
+			}
+		}
+		if waiting == 0 && n.Coordinator().Fleet.Running() == 0 {
+			return nil // verified, and the checks of other models are done too
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d nodes not verified yet: %w", waiting, ctx.Err())
+		case <-t.C:
+		}
+	}
 }
 
 func (n *Net) chaos(i int) agent.Chaos {

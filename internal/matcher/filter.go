@@ -69,6 +69,12 @@ func (f *filter) check(c *Candidate) (reason, int) {
 	if c.Paused {
 		return paused, 0
 	}
+	switch c.Level {
+	case Quarantined:
+		return quarantined, 0
+	case Unverified:
+		return unverified, 0
+	}
 	if c.Running >= c.MaxConcurrent {
 		return busy, 0
 	}

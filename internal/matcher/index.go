@@ -6,8 +6,8 @@ import (
 	"slices"
 )
 
-// Index holds one model's candidates sorted for the default auction (effective price, then
-// warm before cold), in groups of equal standing. For preferences that keep that order — sort
+// Index holds one model's candidates sorted for the default auction (trusted before verified,
+// then effective price, then warm before cold), in groups of equal standing. For preferences that keep that order — sort
 // by price, no order list, no preferred latency — Pick walks from the best group and stops at
 // the first eligible node with a free slot, so a decision costs about as many checks as there
 // are better but ineligible nodes, not one per node of the fleet. Other preferences use Match
@@ -23,12 +23,16 @@ type Index struct {
 func NewIndex(cands []Candidate) *Index {
 	ix := &Index{cands: slices.Clone(cands)}
 	type keyed struct {
-		price float64
-		cold  bool
+		standing int
+		price    float64
+		cold     bool
 	}
-	key := func(c *Candidate) keyed { return keyed{effectivePrice(c), !c.Warm} }
+	key := func(c *Candidate) keyed { return keyed{c.Level.standing(), effectivePrice(c), !c.Warm} }
 	slices.SortStableFunc(ix.cands, func(a, b Candidate) int {
 		ka, kb := key(&a), key(&b)
+		if c := cmp.Compare(ka.standing, kb.standing); c != 0 {
+			return c
+		}
 		if c := cmp.Compare(ka.price, kb.price); c != 0 {
 			return c
 		}

@@ -57,6 +57,7 @@ type entry struct {
 // rankKey orders candidates: lower is better, field by field.
 type rankKey struct {
 	tier      int     // 2 × position in Order (len(Order) when unlisted), +1 when slower than preferred
+	standing  int     // trusted before verified
 	primary   float64 // the sort's measure: effective price, latency, or -tokens/s
 	secondary float64 // effective price, when the sort is not by price
 	load      float64 // running / max slots
@@ -68,6 +69,8 @@ func (a *rankKey) less(b *rankKey) bool {
 	switch {
 	case a.tier != b.tier:
 		return a.tier < b.tier
+	case a.standing != b.standing:
+		return a.standing < b.standing
 	case a.primary != b.primary:
 		return a.primary < b.primary
 	case a.secondary != b.secondary:
@@ -249,6 +252,7 @@ func (f *filter) mayBeat(pos int, worst *rankKey) bool { return 2*pos <= worst.t
 // key fills k but for rnd.
 func (f *filter) key(c *Candidate, pos int, k *rankKey) {
 	k.tier = 2 * pos
+	k.standing = c.Level.standing()
 	lat := latency(c)
 	if f.p.PreferredMaxLatency > 0 && !math.IsInf(lat, 1) && lat > float64(f.p.PreferredMaxLatency) {
 		k.tier++

@@ -23,7 +23,7 @@ type Candidate struct {
 
 	InputPrice, OutputPrice money.Price // the ask per million tokens
 	Running, MaxConcurrent  int         // slots in use and in all
-	Reliability             float64     // 0..1: the share of jobs the node completed
+	Reliability             float64     // 0..1: the node's reputation score, or before one is computed the share of jobs it completed
 	Quantization            string      // such as "fp8", "q4_k_m"; "" unknown
 
 	RTT             time.Duration // coordinator to node; 0 unknown
@@ -32,10 +32,44 @@ type Candidate struct {
 	Warm            bool          // the model is loaded
 	Continues       bool          // the node can take over a partial answer
 	Paused          bool          // the node takes no new jobs for now
+	Level           Level         // the node's trust level
 
 	// Offer is where Pick takes a slot. A candidate without one (a what-if ranking, a test)
 	// is taken without a slot.
 	Offer *fleet.Offer
+}
+
+// Level is a node's trust level as the matcher sees it (docs/reputation.md): trusted nodes
+// rank before verified ones; new nodes (not verified yet) and quarantined or suspended ones
+// get no live traffic. The zero value is Verified.
+type Level uint8
+
+const (
+	Verified Level = iota
+	Trusted
+	Unverified
+	Quarantined // or suspended
+)
+
+// levelOf reads the store's level names (store.Level*).
+func levelOf(s string) Level {
+	switch s {
+	case "trusted":
+		return Trusted
+	case "verified":
+		return Verified
+	case "quarantined", "suspended":
+		return Quarantined
+	}
+	return Unverified
+}
+
+// standing orders levels in the auction: trusted first.
+func (l Level) standing() int {
+	if l == Trusted {
+		return 0
+	}
+	return 1
 }
 
 // FromOffers returns the candidates of a fleet snapshot, with what the fleet has measured of
@@ -61,6 +95,12 @@ func FromOffers(offers []*fleet.Offer) []Candidate {
 		if n := o.Node; n != nil {
 			c.NodeID, c.ProviderID, c.Region, c.RTT = n.ID, n.AccountID, country(n.Region), n.RTT()
 			c.Paused = n.Paused() != ""
+			c.Level = levelOf(n.Level())
+			if s := n.Score(); s > 0 {
+				// The node's reputation (docs/reputation.md), which weighs its measured
+				// reliability with its record and verification, once computed.
+				c.Reliability = s
+			}
 		}
 	}
 	return cs

@@ -25,6 +25,11 @@ const (
 	// paused by its owner, its GPU in use by another program, or too hot.
 	ReasonPaused   = "paused"
 	ReasonContinue = "cannot continue an answer"
+	// ReasonUnverified: a new node that has not passed its onboarding checks yet.
+	ReasonUnverified = "not verified yet"
+	// ReasonQuarantined: a node quarantined (or suspended) for its reputation or by an
+	// operator.
+	ReasonQuarantined = "quarantined"
 )
 
 // reason indexes the counters of a Ranking; eligible is not a reason.
@@ -42,12 +47,14 @@ const (
 	unreliable
 	noContinue
 	paused
+	quarantined
+	unverified
 	busy
 	numReasons
 )
 
 var reasonText = [numReasons]string{
-	excluded: ReasonExcluded, ignored: ReasonIgnored, notOnly: ReasonNotOnly, notOrder: ReasonNotOrder,
+	excluded: ReasonExcluded, quarantined: ReasonQuarantined, unverified: ReasonUnverified, ignored: ReasonIgnored, notOnly: ReasonNotOnly, notOrder: ReasonNotOrder,
 	outsideRegion: ReasonRegion, quantized: ReasonQuantized, overPrice: ReasonPrice,
 	unreliable: ReasonReliability, noContinue: ReasonContinue, paused: ReasonPaused, busy: ReasonBusy,
 }
@@ -105,7 +112,7 @@ func (e *NoProvider) Error() string {
 // Busy reports whether every serving node was refused only for being busy or paused for now,
 // so retrying later may succeed.
 func (e *NoProvider) Busy() bool {
-	return e.Serving > 0 && e.Reasons[ReasonBusy]+e.Reasons[ReasonPaused] == e.Serving
+	return e.Serving > 0 && e.Reasons[ReasonBusy]+e.Reasons[ReasonPaused]+e.Reasons[ReasonUnverified] == e.Serving
 }
 
 func plural(n int, one, many string) string {

@@ -13,7 +13,7 @@ import (
 func offer(node string, slots int, price int64) *fleet.Offer {
 	return &fleet.Offer{
 		Offer: protocol.Offer{Model: model, MaxConcurrent: slots, InputPrice: price, OutputPrice: price},
-		Node:  &fleet.Node{ID: node, AccountID: "acct-" + node, Region: "DE"},
+		Node:  (&fleet.Node{ID: node, AccountID: "acct-" + node, Region: "DE"}).WithLevel("verified"),
 	}
 }
 
@@ -25,7 +25,7 @@ func TestFromOffers(t *testing.T) {
 	}
 	o.Observe(true, 200*time.Millisecond, 40)
 	o.Observe(false, 0, 0)
-	got := FromOffers([]*fleet.Offer{o, {Offer: protocol.Offer{MaxConcurrent: 1}, Node: &fleet.Node{ID: "b", Region: "europe"}}})
+	got := FromOffers([]*fleet.Offer{o, {Offer: protocol.Offer{MaxConcurrent: 1}, Node: (&fleet.Node{ID: "b", Region: "europe"}).WithLevel("verified")}})
 	want := Candidate{Offer: o, NodeID: "a", ProviderID: "acct-a", Region: "de", InputPrice: usd("0.15"), OutputPrice: usd("0.15"),
 		Reliability: 0.8, Running: 1, MaxConcurrent: 3, Quantization: "q4_k_m", TTFT: 200 * time.Millisecond, TokensPerSecond: 40, Warm: true}
 	if got[0] != want {

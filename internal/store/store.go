@@ -72,6 +72,12 @@ type Node struct {
 	HardwareChangedAt time.Time
 	// Windows and Timezone are the node's declared weekly availability; empty: always.
 	Windows, Timezone string
+	// Level is the node's trust level (LevelNew …), why it has it and since when; Score its
+	// reputation score in [0, 1] as last computed. UpsertNode leaves these alone.
+	Level          string
+	LevelReason    string
+	LevelChangedAt time.Time
+	Score          float64
 }
 
 // Outcomes of a request.
@@ -108,6 +114,7 @@ type Store interface {
 	Ledger
 	Reports
 	Activity
+	Trust
 
 	// CreateAccount creates an account; ErrConflict if the name is taken.
 	CreateAccount(ctx context.Context, a *Account) error

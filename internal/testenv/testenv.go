@@ -40,6 +40,13 @@ type Options struct {
 	Healthy int
 	// Agent, if set, changes agent i's configuration before it starts.
 	Agent func(i int, c *agent.Config)
+	// ProbeEvery is the mean time between canary probes of a node; default the coordinator's
+	// (10 minutes: none in a short test).
+	ProbeEvery time.Duration
+	// Onboard makes new nodes pass onboarding checks before they serve, as in production;
+	// by default they are verified at once (coordinator.Config.TrustNewNodes), so that tests
+	// of other things see no check jobs.
+	Onboard bool
 	// Credit is the buyer's starting balance; default $1000. Prices default to $0.05 and
 	// $0.10 per million input and output tokens, the fee to 5%.
 	Credit                  money.Nanos
@@ -86,7 +93,9 @@ func New(t testing.TB, opts Options) *Env {
 		NewEngine: opts.NewEngine, MaxConcurrent: opts.MaxConcurrent,
 		HeartbeatInterval: opts.HeartbeatInterval, KeyCacheTTL: opts.KeyCacheTTL, Regions: opts.Regions, StallTimeout: opts.StallTimeout, Chaos: opts.Chaos, Healthy: opts.Healthy, Agent: opts.Agent,
 		DrainTimeout: 5 * time.Second, RecordInterval: 100 * time.Millisecond, Log: log,
-		Credit: opts.Credit, InputPrice: opts.InputPrice, OutputPrice: opts.OutputPrice, FeeBasisPoints: opts.FeeBasisPoints,
+		ProbeEvery: opts.ProbeEvery, ScoreEvery: 100 * time.Millisecond, ProbeTick: 10 * time.Millisecond, CheckTimeout: 30 * time.Second,
+		TrustNewNodes: !opts.Onboard,
+		Credit:        opts.Credit, InputPrice: opts.InputPrice, OutputPrice: opts.OutputPrice, FeeBasisPoints: opts.FeeBasisPoints,
 	})
 	if err != nil {
 		t.Fatalf("start test network: %v", err)

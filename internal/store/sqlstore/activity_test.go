@@ -36,7 +36,7 @@ func TestDB_NodesOf(t *testing.T) {
 		mustAccount(t, db, "acct_2", "bob")
 		node := func(id, account, name string) *store.Node {
 			return &store.Node{ID: id, AccountID: account, PublicKey: []byte(id), Name: name,
-				Region: "eu", Engine: "ollama", Agent: "v1", FirstSeen: t0, LastSeen: t0}
+				Region: "eu", Engine: "ollama", Agent: "v1", FirstSeen: t0, LastSeen: t0, Level: store.LevelNew}
 		}
 		full := node("node_c", "acct_1", "alpha")
 		full.Hardware, full.Offers = []byte(`{"gpus":2}`), []byte(`[{"model":"llama"}]`)
@@ -94,7 +94,7 @@ func TestDB_UpsertNode_hardwareAndAvailability(t *testing.T) {
 		ctx := context.Background()
 		mustAccount(t, db, "acct_1", "alice")
 		base := store.Node{ID: "node_1", AccountID: "acct_1", PublicKey: []byte("pk1"), Name: "rig",
-			Region: "eu", Engine: "ollama", Agent: "v1", FirstSeen: t0, LastSeen: t0}
+			Region: "eu", Engine: "ollama", Agent: "v1", FirstSeen: t0, LastSeen: t0, Level: store.LevelNew}
 		with := func(fingerprint string, changed time.Time, windows, tz string) store.Node {
 			n := base
 			n.Fingerprint, n.HardwareChangedAt, n.Windows, n.Timezone = fingerprint, changed, windows, tz

@@ -170,27 +170,25 @@ func (db *DB) ReleaseEarnings(ctx context.Context, now time.Time) (money.Nanos, 
 	var total money.Nanos
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		total = 0
-		rows, err := db.txQuery(ctx, tx, `SELECT account, CAST(SUM(amount) AS BIGINT) FROM ledger_entries
-WHERE released = 0 AND release_at IS NOT NULL AND release_at <= ? GROUP BY account`, millis(now))
+		// Marking and summing in one statement: an entry clawed back meanwhile (released = 2,
+		// by another process) is neither released nor counted.
+		rows, err := db.txQuery(ctx, tx, `UPDATE ledger_entries SET released = 1
+WHERE released = 0 AND release_at IS NOT NULL AND release_at <= ? RETURNING account, amount`, millis(now))
 		if err != nil {
 			return err
 		}
 		due := map[string]money.Nanos{}
 		for rows.Next() {
 			var acct string
-			var sum int64
-			if err := rows.Scan(&acct, &sum); err != nil {
+			var amount int64
+			if err := rows.Scan(&acct, &amount); err != nil {
 				rows.Close()
 				return err
 			}
-			due[acct] = money.Nanos(sum)
+			due[acct] += money.Nanos(amount)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil || len(due) == 0 {
-			return err
-		}
-		if _, err := db.txExec(ctx, tx, `UPDATE ledger_entries SET released = 1
-WHERE released = 0 AND release_at IS NOT NULL AND release_at <= ?`, millis(now)); err != nil {
 			return err
 		}
 		txn := "release:" + randomRef()

@@ -11,9 +11,12 @@ import (
 
 // nodeColumns are the columns scanNode reads, in its order.
 const nodeColumns = `id, account_id, public_key, name, region, engine, agent, hardware, offers,
-	first_seen, last_seen, overclaims, fingerprint, hardware_changed_at, windows, timezone`
+	first_seen, last_seen, overclaims, fingerprint, hardware_changed_at, windows, timezone,
+	level, level_reason, level_changed_at, score`
 
 // UpsertNode inserts the node, or updates everything of it but ID, PublicKey and FirstSeen.
+// It never writes the level or the score (trust.go does): a new node starts at level new with
+// no score, and registering again leaves them as they were.
 // store.ErrConflict if another node has its public key, store.ErrNotFound if its account does
 // not exist.
 func (db *DB) UpsertNode(ctx context.Context, n *store.Node) error {
@@ -81,10 +84,13 @@ func scanNode(row interface{ Scan(...any) error }) (*store.Node, error) {
 		hardware, offer sql.NullString
 		first, last     int64
 		changed         sql.NullInt64
+		levelChanged    sql.NullInt64
+		score           sql.NullFloat64
 	)
 	if err := row.Scan(&n.ID, &n.AccountID, &n.PublicKey, &n.Name, &n.Region, &n.Engine, &n.Agent,
 		&hardware, &offer, &first, &last, &n.Overclaims,
-		&n.Fingerprint, &changed, &n.Windows, &n.Timezone); err != nil {
+		&n.Fingerprint, &changed, &n.Windows, &n.Timezone,
+		&n.Level, &n.LevelReason, &levelChanged, &score); err != nil {
 		return nil, err
 	}
 	n.Hardware = fromJSONText(hardware)
@@ -92,6 +98,8 @@ func scanNode(row interface{ Scan(...any) error }) (*store.Node, error) {
 	n.FirstSeen = fromMillis(first)
 	n.LastSeen = fromMillis(last)
 	n.HardwareChangedAt = fromNullMillis(changed)
+	n.LevelChangedAt = fromNullMillis(levelChanged)
+	n.Score = score.Float64 // 0 when never computed (NULL)
 	return &n, nil
 }
 

@@ -339,13 +339,13 @@ func TestDB_UpsertNode(t *testing.T) {
 		mustAccount(t, db, "acct_2", "bob")
 		orig := store.Node{ID: "node_1", AccountID: "acct_1", PublicKey: []byte("pk1"), Name: "rig",
 			Region: "eu", Engine: "ollama", Agent: "v1", Hardware: []byte(`{"gpus":1}`),
-			Offers: []byte(`[{"model":"llama"}]`), FirstSeen: t0, LastSeen: t0}
+			Offers: []byte(`[{"model":"llama"}]`), FirstSeen: t0, LastSeen: t0, Level: store.LevelNew}
 		if err := db.UpsertNode(ctx, &orig); err != nil {
 			t.Fatal(err)
 		}
 		update := store.Node{ID: "node_1", AccountID: "acct_2", PublicKey: []byte("pk-other"),
 			Name: "rig2", Region: "us", Engine: "vllm", Agent: "v2", Hardware: nil,
-			Offers: []byte(`[]`), FirstSeen: at(time.Hour), LastSeen: at(time.Hour)}
+			Offers: []byte(`[]`), FirstSeen: at(time.Hour), LastSeen: at(time.Hour), Level: store.LevelNew}
 		updated := update
 		updated.PublicKey, updated.FirstSeen = orig.PublicKey, orig.FirstSeen
 

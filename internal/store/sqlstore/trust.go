@@ -1,0 +1,377 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/store"
+)
+
+// What the store keeps of nodes' verification and governance (store.Trust): levels and
+// scores, checks, the audit log, and the two movements of money that trust needs: funding the
+// platform's own buyer account from the fees, and clawing back a cheat's pending earnings.
+// Schema: migration 0005.
+
+// validLevel reports whether l is one of the store.Level* constants.
+func validLevel(l string) bool {
+	switch l {
+	case store.LevelNew, store.LevelVerified, store.LevelTrusted, store.LevelQuarantined, store.LevelSuspended:
+		return true
+	}
+	return false
+}
+
+// SetNodeLevel sets a node's level, why, and since when; store.ErrNotFound for an unknown
+// node. Setting the level a node has already records the new reason and time.
+func (db *DB) SetNodeLevel(ctx context.Context, nodeID, level, reason string, at time.Time) error {
+	if !validLevel(level) {
+		return fmt.Errorf("set level of node %s: unknown level %q", nodeID, level)
+	}
+	res, err := db.w.ExecContext(ctx, db.q(`UPDATE nodes SET level = ?, level_reason = ?, level_changed_at = ? WHERE id = ?`),
+		level, reason, millis(at), nodeID)
+	if err != nil {
+		return fmt.Errorf("set level of node %s: %w", nodeID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("set level of node %s: %w", nodeID, err)
+	} else if n == 0 {
+		return fmt.Errorf("set level of node %s: %w", nodeID, store.ErrNotFound)
+	}
+	return nil
+}
+
+// SetNodeScores records nodes' reputation scores, computed at at, in one transaction. Unknown
+// ids are skipped; a score outside [0, 1] (or NaN) is an error and records nothing. A node
+// whose score was never set reads as Score 0.
+//
+// The rows are updated in chunks, in id order (so that two writers lock them in the same
+// order), by one UPDATE … FROM (VALUES …) per chunk; both databases name the columns of a
+// VALUES list column1, column2, … The casts give PostgreSQL the parameters' types.
+func (db *DB) SetNodeScores(ctx context.Context, scores map[string]float64, at time.Time) error {
+	if len(scores) == 0 {
+		return nil
+	}
+	ids := make([]string, 0, len(scores))
+	for id, s := range scores {
+		if math.IsNaN(s) || s < 0 || s > 1 {
+			return fmt.Errorf("set scores: score %v of node %s is not in [0, 1]", s, id)
+		}
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		for rest := ids; len(rest) > 0; {
+			n := chunkSize(len(rest), false)
+			args := make([]any, 0, 1+2*n)
+			args = append(args, millis(at))
+			for _, id := range rest[:n] {
+				args = append(args, id, scores[id])
+			}
+			row := "(CAST(? AS TEXT), CAST(? AS DOUBLE PRECISION))"
+			q := `UPDATE nodes SET score = v.column2, score_at = ? FROM (VALUES ` +
+				strings.Repeat(row+", ", n-1) + row + `) AS v WHERE nodes.id = v.column1`
+			if _, err := db.txExec(ctx, tx, q, args...); err != nil {
+				return err
+			}
+			rest = rest[n:]
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("set scores of %d nodes: %w", len(scores), err)
+	}
+	return nil
+}
+
+// AddNodeChecks records verification results, in one transaction. Checks of unknown nodes are
+// recorded too (node_checks has no foreign key).
+func (db *DB) AddNodeChecks(ctx context.Context, checks []store.NodeCheck) error {
+	if len(checks) == 0 {
+		return nil
+	}
+	rows := make([][]any, len(checks))
+	for i, c := range checks {
+		rows[i] = []any{c.NodeID, millis(c.At), c.Kind, c.Model, c.Passed, c.Detail}
+	}
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		return db.insertRows(ctx, tx, `INSERT INTO node_checks (node_id, at, kind, model, passed, detail)`, ``, rows, nil)
+	})
+	if err != nil {
+		return fmt.Errorf("add %d node checks: %w", len(checks), err)
+	}
+	return nil
+}
+
+// NodeChecks lists a node's checks, newest first (of checks at the same time, the last
+// recorded first), at most limit; none if limit is not positive.
+func (db *DB) NodeChecks(ctx context.Context, nodeID string, limit int) ([]store.NodeCheck, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	cs, err := queryAll(ctx, db.r, db.q(`SELECT node_id, at, kind, model, passed, detail FROM node_checks
+WHERE node_id = ? ORDER BY at DESC, id DESC LIMIT ?`), []any{nodeID, limit},
+		func(rows *sql.Rows) (store.NodeCheck, error) {
+			var (
+				c  store.NodeCheck
+				at int64
+			)
+			if err := rows.Scan(&c.NodeID, &at, &c.Kind, &c.Model, &c.Passed, &c.Detail); err != nil {
+				return c, err
+			}
+			c.At = fromMillis(at)
+			return c, nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("checks of node %s: %w", nodeID, err)
+	}
+	return cs, nil
+}
+
+// AddAudit records an entry and sets its ID; a zero At is the time now.
+func (db *DB) AddAudit(ctx context.Context, e *store.AuditEntry) error {
+	if e.At.IsZero() {
+		e.At = db.now()
+	}
+	err := db.w.QueryRowContext(ctx, db.q(`INSERT INTO audit_log (at, actor, action, target, detail)
+VALUES (?, ?, ?, ?, ?) RETURNING id`), millis(e.At), e.Actor, e.Action, e.Target, e.Detail).Scan(&e.ID)
+	if err != nil {
+		return fmt.Errorf("audit %s of %s: %w", e.Action, e.Target, err)
+	}
+	return nil
+}
+
+// AuditLog lists the entries about target (every target when ""), newest first (of entries at
+// the same time, the last recorded first), at most limit; none if limit is not positive.
+func (db *DB) AuditLog(ctx context.Context, target string, limit int) ([]store.AuditEntry, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	const cols = `SELECT id, at, actor, action, target, detail FROM audit_log`
+	query, args := cols+` ORDER BY at DESC, id DESC LIMIT ?`, []any{limit}
+	if target != "" {
+		query, args = cols+` WHERE target = ? ORDER BY at DESC, id DESC LIMIT ?`, []any{target, limit}
+	}
+	es, err := queryAll(ctx, db.r, db.q(query), args, func(rows *sql.Rows) (store.AuditEntry, error) {
+		var (
+			e  store.AuditEntry
+			at int64
+		)
+		if err := rows.Scan(&e.ID, &at, &e.Actor, &e.Action, &e.Target, &e.Detail); err != nil {
+			return e, err
+		}
+		e.At = fromMillis(at)
+		return e, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("audit log of %q: %w", target, err)
+	}
+	return es, nil
+}
+
+// FundFromFees moves amount from the platform's fees to a buyer's balance, in one transaction
+// "fund:<ref>": fees −amount, buyer:<account> +amount (the buyer's ledger account is made if
+// missing). store.ErrInsufficient when the fees' balance is less than amount,
+// store.ErrConflict when ref was used already.
+func (db *DB) FundFromFees(ctx context.Context, accountID string, amount money.Nanos, ref string, at time.Time) error {
+	if amount <= 0 {
+		return fmt.Errorf("fund %s from fees: amount must be positive", ref)
+	}
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		txn := "fund:" + ref
+		if err := db.beginTxn(ctx, tx, txn, "fund", ref, at); err != nil {
+			return err
+		}
+		buyer := buyerAccount(accountID)
+		if err := db.ensureAccount(ctx, tx, buyer, accountID, "buyer"); err != nil {
+			return err
+		}
+		// The buyer's row first, then the fees': the order in which settlements lock them
+		// ("buyer:…" sorts before "fees"), so that the two cannot deadlock on PostgreSQL.
+		if err := db.post(ctx, tx, txn, buyer, amount, "", time.Time{}, at); err != nil {
+			return err
+		}
+		// A conditional update: it changes nothing unless the fees hold enough.
+		res, err := db.txExec(ctx, tx, `UPDATE ledger_accounts SET balance = balance - ? WHERE id = ? AND balance >= ?`,
+			int64(amount), feesAccount, int64(amount))
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n != 1 {
+			return store.ErrInsufficient
+		}
+		_, err = db.txExec(ctx, tx, `INSERT INTO ledger_entries (txn_id, account, amount, created_at) VALUES (?, ?, ?, ?)`,
+			txn, feesAccount, -int64(amount), millis(at))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("fund %s to %s from fees: %w", ref, accountID, err)
+	}
+	return nil
+}
+
+// ClawBack returns a node's pending earnings to the buyers who paid them, with the platform's
+// fee on them, in one transaction "clawback:<ref>", and returns how much the buyers got back.
+// A second call with the same ref does nothing and returns 0.
+//
+// The node's pending earnings are its unreleased credits to a provider's pending account
+// (released = 0, node_id = the node). For each request (settlement transaction) they come
+// from, with e the node's credits in it, E all the providers' credits in it, and d the buyer's
+// debit, the buyer gets back floor(d·e/E): the node's share of what the buyer paid, that is e
+// plus the same share of the request's fee, rounded down to the nano-dollar. (A request served
+// by several nodes after failover keeps the fee on the other nodes' parts.) The fees account
+// pays the fee's share, e − floor(d·e/E) in all: negative when the request carried a fee, so
+// the fees account is debited, positive when the platform subsidized the request, so the fees
+// get their subsidy's share back. The fees account is debited even if that takes it below
+// zero: the buyers are owed the money whatever the platform did with its fees.
+//
+// The clawed-back credits get released = 2, so that neither ReleaseEarnings (released = 0
+// only) nor a later clawback touches them again, and Earnings counts them neither pending nor
+// available. The transaction's entries, which sum to zero, are one debit per pending account
+// the node was credited on, one credit per buyer, and one entry on the fees account; they
+// carry no node_id and no release_at, so neither Earnings nor ReleaseEarnings sees them.
+func (db *DB) ClawBack(ctx context.Context, nodeID, ref string, at time.Time) (money.Nanos, error) {
+	var (
+		total money.Nanos
+		again bool
+	)
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		total, again = 0, false
+		txn := "clawback:" + ref
+		// Recorded even when nothing is pending, so that the ref is used once: a retry must not
+		// claw back what the node earned since.
+		if err := db.beginTxn(ctx, tx, txn, "clawback", ref, at); err != nil {
+			again = errors.Is(err, store.ErrConflict)
+			return err
+		}
+
+		// The node's pending credits, locked, per settlement transaction.
+		type claim struct {
+			pending map[string]money.Nanos // pending account → the node's credits on it
+			e       money.Nanos
+		}
+		claims := map[string]*claim{}
+		rows, err := db.txQuery(ctx, tx, `SELECT txn_id, account, amount FROM ledger_entries
+WHERE node_id = ? AND node_id IS NOT NULL AND released = 0 AND amount > 0 AND account LIKE 'pending:%'`+db.forUpdate(), nodeID)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id, acct string
+			var amount int64
+			if err := rows.Scan(&id, &acct, &amount); err != nil {
+				rows.Close()
+				return err
+			}
+			c := claims[id]
+			if c == nil {
+				c = &claim{pending: map[string]money.Nanos{}}
+				claims[id] = c
+			}
+			c.pending[acct] += money.Nanos(amount)
+			c.e += money.Nanos(amount)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(claims) == 0 {
+			return nil
+		}
+		txns := sortedKeys(claims)
+
+		// Each request's buyers' debits and all its providers' credits.
+		type request struct {
+			debits  map[string]money.Nanos // buyer account → debit
+			credits money.Nanos
+		}
+		reqs := map[string]*request{}
+		err = db.inChunks(ctx, tx, `SELECT txn_id, account, amount, node_id FROM ledger_entries WHERE txn_id IN `, ``, nil, txns,
+			func(r *sql.Rows) error {
+				var id, acct string
+				var amount int64
+				var node sql.NullString
+				if err := r.Scan(&id, &acct, &amount, &node); err != nil {
+					return err
+				}
+				q := reqs[id]
+				if q == nil {
+					q = &request{debits: map[string]money.Nanos{}}
+					reqs[id] = q
+				}
+				switch {
+				case strings.HasPrefix(acct, "buyer:") && amount < 0:
+					q.debits[acct] += money.Nanos(-amount)
+				case strings.HasPrefix(acct, "pending:") && node.Valid && amount > 0:
+					q.credits += money.Nanos(amount)
+				}
+				return nil
+			})
+		if err != nil {
+			return err
+		}
+
+		delta := map[string]money.Nanos{} // ledger account → change
+		for _, id := range txns {
+			c, q := claims[id], reqs[id]
+			var refunded money.Nanos
+			for buyer, d := range q.debits {
+				r := share(d, c.e, q.credits)
+				delta[buyer] += r
+				refunded += r
+			}
+			for acct, e := range c.pending {
+				delta[acct] -= e
+			}
+			delta[feesAccount] += c.e - refunded
+			total += refunded
+		}
+
+		if err := db.inChunks(ctx, tx, `UPDATE ledger_entries SET released = 2
+WHERE node_id = ? AND released = 0 AND amount > 0 AND account LIKE 'pending:%' AND txn_id IN `, ``, []any{nodeID}, txns, nil); err != nil {
+			return err
+		}
+		// Shared rows in sorted order, as settlements update them.
+		for _, acct := range sortedKeys(delta) {
+			if delta[acct] == 0 {
+				continue
+			}
+			if acct == feesAccount {
+				if err := db.ensureAccount(ctx, tx, feesAccount, "", "fees"); err != nil {
+					return err
+				}
+			}
+			if err := db.post(ctx, tx, txn, acct, delta[acct], "", time.Time{}, at); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if again {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("claw back %s from node %s: %w", ref, nodeID, err)
+	}
+	return total, nil
+}
+
+// share is floor(d·e/total), for 0 ≤ e ≤ total, computed in 128 bits; 0 when total is 0.
+func share(d, e, total money.Nanos) money.Nanos {
+	if total <= 0 || d <= 0 || e <= 0 {
+		return 0
+	}
+	e = min(e, total)
+	hi, lo := bits.Mul64(uint64(d), uint64(e))
+	q, _ := bits.Div64(hi, lo, uint64(total)) // q ≤ d, so it cannot overflow
+	return money.Nanos(q)
+}

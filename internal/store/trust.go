@@ -1,0 +1,70 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/shareai/shareai/internal/money"
+)
+
+// Node levels (see docs/reputation.md): a node starts new, is verified once it passes its
+// onboarding checks, and trusted once its record says so; quarantined nodes get no live
+// traffic but are still probed; suspended nodes are cheats, whose pending earnings are clawed
+// back.
+const (
+	LevelNew         = "new"
+	LevelVerified    = "verified"
+	LevelTrusted     = "trusted"
+	LevelQuarantined = "quarantined"
+	LevelSuspended   = "suspended"
+)
+
+// Kinds of node check.
+const (
+	CheckOnboarding = "onboarding" // a known-answer check before a node gets live traffic
+	CheckProbe      = "probe"      // a canary request, indistinguishable from a buyer's
+)
+
+// NodeCheck is the result of one verification of a node.
+type NodeCheck struct {
+	NodeID string
+	At     time.Time
+	Kind   string // CheckOnboarding or CheckProbe
+	Model  string
+	Passed bool
+	Detail string // for a person to read: what was compared, how alike
+}
+
+// AuditEntry records an operator's decision, or the coordinator's own about a node's level.
+type AuditEntry struct {
+	ID     int64
+	At     time.Time
+	Actor  string // "admin:<name>", or "coordinator" for automatic changes
+	Action string // such as "node.level", "node.suspend", "clawback"
+	Target string // such as a node id
+	Detail string
+}
+
+// Trust is what the store keeps of nodes' verification and governance.
+type Trust interface {
+	// SetNodeLevel sets a node's level and why; ErrNotFound for an unknown node.
+	SetNodeLevel(ctx context.Context, nodeID, level, reason string, at time.Time) error
+	// SetNodeScores records nodes' reputation scores (node id → score in [0, 1]).
+	SetNodeScores(ctx context.Context, scores map[string]float64, at time.Time) error
+	// AddNodeChecks records verification results, in one transaction.
+	AddNodeChecks(ctx context.Context, checks []NodeCheck) error
+	// NodeChecks lists a node's checks, newest first, at most limit.
+	NodeChecks(ctx context.Context, nodeID string, limit int) ([]NodeCheck, error)
+	// AddAudit records an entry and sets its ID.
+	AddAudit(ctx context.Context, e *AuditEntry) error
+	// AuditLog lists entries about target (every target when ""), newest first, at most limit.
+	AuditLog(ctx context.Context, target string, limit int) ([]AuditEntry, error)
+	// FundFromFees moves platform fees to a buyer account (the platform's own, which pays the
+	// probes), in one transaction; ErrInsufficient when the fees fall short. ref makes it
+	// idempotent (ErrConflict when reused).
+	FundFromFees(ctx context.Context, accountID string, amount money.Nanos, ref string, at time.Time) error
+	// ClawBack returns a node's earnings still pending (not released) to the buyers who paid
+	// them, in one transaction, and returns how much. The platform's fee on them is returned
+	// too. ref makes it idempotent: a second call with the same ref returns 0.
+	ClawBack(ctx context.Context, nodeID, ref string, at time.Time) (money.Nanos, error)
+}

@@ -1,0 +1,312 @@
+package verify_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/shareai/shareai/internal/agent"
+	"github.com/shareai/shareai/internal/engine"
+	"github.com/shareai/shareai/internal/engine/sim"
+	"github.com/shareai/shareai/internal/protocol"
+	"github.com/shareai/shareai/internal/store"
+	"github.com/shareai/shareai/internal/testenv"
+)
+
+const model = "sim/llama-3.1-8b"
+
+// turncoat serves honestly until told to cheat, then answers with another model's text under
+// the same name (a sim with another salt).
+type turncoat struct {
+	honest, cheat *sim.Engine
+	cheating      atomic.Bool
+}
+
+func (e *turncoat) Name() string { return "sim" }
+func (e *turncoat) Models(ctx context.Context) ([]engine.Model, error) {
+	return e.honest.Models(ctx)
+}
+func (e *turncoat) Run(ctx context.Context, req *protocol.Request, out engine.Output) (engine.Result, error) {
+	if e.cheating.Load() {
+		return e.cheat.Run(ctx, req, out)
+	}
+	return e.honest.Run(ctx, req, out)
+}
+
+func level(env *testenv.Env, i int) string {
+	n := env.Coordinator().Fleet.Node(env.Agents[i].NodeID())
+	if n == nil {
+		return ""
+	}
+	return n.Level()
+}
+
+func checks(t *testing.T, env *testenv.Env, i int) []store.NodeCheck {
+	t.Helper()
+	cs, err := env.Store.NodeChecks(context.Background(), env.Agents[i].NodeID(), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// A node that serves another model under the asked name fails its onboarding checks and never
+// gets live traffic.
+func TestOnboarding_CheaterQuarantined(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Providers: 2, Onboard: true, Sim: sim.Config{TokensPerSecond: 0},
+		NewEngine: func(i int) (engine.Engine, error) {
+			if i == 1 {
+				return sim.New(sim.Config{Salt: "a smaller, cheaper model"}), nil
+			}
+			return sim.New(sim.Config{}), nil
+		}})
+	env.WaitFor("the cheater to be quarantined", func() bool { return level(env, 1) == store.LevelQuarantined })
+	if l := level(env, 0); l != store.LevelVerified {
+		t.Errorf("honest node is %s, want verified", l)
+	}
+	failed := 0
+	for _, c := range checks(t, env, 1) {
+		if !c.Passed {
+			failed++
+		}
+	}
+	t.Logf("onboarding checks needed to quarantine a node serving another model: %d", len(checks(t, env, 1)))
+	if failed == 0 {
+		t.Error("the cheater is quarantined without a failed check on record")
+	}
+	// Buyers only ever reach the honest node.
+	client := env.Client()
+	for i := range 20 {
+		var resp *openai.ChatCompletion
+		resp, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+			Model: model, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(fmt.Sprint("q", i))}, MaxTokens: openai.Int(4),
+		})
+		if err != nil || resp == nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	earn, err := env.Store.Earnings(context.Background(), mustAccount(t, env), time.Now().Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range earn {
+		if e.NodeID == env.Agents[1].NodeID() {
+			t.Errorf("the quarantined node earned %s from buyers", e.Pending)
+		}
+	}
+}
+
+func mustAccount(t *testing.T, env *testenv.Env) string {
+	t.Helper()
+	a, err := env.Store.Account(context.Background(), "local-provider")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.ID
+}
+
+// A node that passes onboarding and then starts serving another model is caught by canary
+// probes within a bounded number of them, and quarantined. The probes are paid, from the
+// platform's account; the ledger still balances.
+func TestProbes_TurncoatQuarantined(t *testing.T) {
+	tc := &turncoat{honest: sim.New(sim.Config{}), cheat: sim.New(sim.Config{Salt: "cheaper"})}
+	env := testenv.New(t, testenv.Options{Providers: 3, Onboard: true, ProbeEvery: 40 * time.Millisecond,
+		NewEngine: func(i int) (engine.Engine, error) {
+			if i == 2 {
+				return tc, nil
+			}
+			return sim.New(sim.Config{}), nil
+		}})
+	before := len(checks(t, env, 2))
+	tc.cheating.Store(true)
+	env.WaitFor("the turncoat to be quarantined", func() bool { return level(env, 2) == store.LevelQuarantined })
+	probes := len(checks(t, env, 2)) - before
+	t.Logf("probes needed to quarantine a node that switched models: %d", probes)
+	if probes > 5 {
+		t.Errorf("%d probes to catch a node that fails every one; want at most 5", probes)
+	}
+	for i := range 2 {
+		if l := level(env, i); l != store.LevelVerified && l != store.LevelTrusted {
+			t.Errorf("honest node %d is %s", i, l)
+		}
+	}
+	// A quarantined node is still probed; one that serves honestly again is released.
+	tc.cheating.Store(false)
+	env.WaitFor("the reformed node to be released", func() bool { return level(env, 2) == store.LevelVerified })
+
+	platform, err := env.Store.Account(context.Background(), "shareai-platform")
+	if err != nil {
+		t.Fatalf("probes paid from no platform account: %v", err)
+	}
+	if us, err := env.Store.Usages(context.Background(), platform.ID, 5); err != nil || len(us) == 0 || us[0].Cost <= 0 {
+		t.Errorf("probe usage %+v, %v; want probes billed to the platform", us, err)
+	}
+	env.WaitFor("every probe to be settled", func() bool {
+		b, err := env.Store.Balance(context.Background(), platform.ID)
+		return err == nil && b.Held == 0
+	})
+	if sum, err := env.Store.LedgerSum(context.Background()); err != nil || sum != 0 {
+		t.Errorf("ledger sum %s, %v; want 0", sum, err)
+	}
+}
+
+// Honest nodes probed many times are never quarantined: the false-positive rate on honest
+// nodes is reported.
+func TestProbes_HonestNodesNeverQuarantined(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a long run")
+	}
+	env := testenv.New(t, testenv.Options{Providers: 4, Onboard: true, ProbeEvery: 20 * time.Millisecond})
+	var mu sync.Mutex
+	quarantined := map[string]bool{}
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		for i := range env.Agents {
+			if l := level(env, i); l == store.LevelQuarantined || l == store.LevelSuspended {
+				mu.Lock()
+				quarantined[env.Agents[i].NodeID()] = true
+				mu.Unlock()
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	total, failed := 0, 0
+	for i := range env.Agents {
+		for _, c := range checks(t, env, i) {
+			total++
+			if !c.Passed {
+				failed++
+			}
+		}
+	}
+	t.Logf("honest nodes: %d checks, %d failed (false-positive rate %.4f), %d quarantined", total, failed, float64(failed)/float64(max(total, 1)), len(quarantined))
+	if total < 100 {
+		t.Errorf("only %d checks in the run; want a long run", total)
+	}
+	if failed > 0 || len(quarantined) > 0 {
+		t.Errorf("%d honest checks failed and %d honest nodes were quarantined; want none", failed, len(quarantined))
+	}
+}
+
+// A coordinator restart costs no node any score: the jobs it cut short are not the nodes'
+// failures, and its downtime is not theirs.
+func TestRestart_CostsNoScore(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Providers: 2, Onboard: true, Sim: sim.Config{TokensPerSecond: 200}})
+	client := env.Client()
+	for i := range 5 {
+		if _, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+			Model: model, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(fmt.Sprint("warm ", i))}, MaxTokens: openai.Int(4),
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scores := func() map[string]float64 {
+		out := map[string]float64{}
+		for _, a := range env.Agents {
+			n, err := env.Store.Node(context.Background(), a.NodeID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[a.NodeID()] = n.Score
+		}
+		return out
+	}
+	env.WaitFor("scores to be computed", func() bool {
+		for _, s := range scores() {
+			if s == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	before := scores()
+	// Streams in flight when the coordinator stops are cut short by the coordinator, not by
+	// the nodes.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := range 4 {
+		s := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+			Model: model, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(fmt.Sprint("long ", i))},
+		})
+		s.Next()
+		defer s.Close()
+	}
+	if err := env.StopCoordinator(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // downtime
+	if err := env.StartCoordinator(); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitFor("the nodes to reconnect and be scored again", func() bool {
+		for _, a := range env.Agents {
+			n := env.Coordinator().Fleet.Node(a.NodeID())
+			if n == nil || n.Score() == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	after := scores()
+	for id, s := range before {
+		if after[id] < s {
+			t.Errorf("node %s scored %.4f before the restart and %.4f after", id, s, after[id])
+		}
+	}
+	for _, a := range env.Agents {
+		days, err := env.Store.NodeDays(context.Background(), a.NodeID(), time.Now().Add(-time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range days {
+			if d.Failed > 0 {
+				t.Errorf("node %s has %d failed jobs after a coordinator restart; want none", a.NodeID(), d.Failed)
+			}
+		}
+	}
+}
+
+// A flapping node (it drops half its jobs mid-answer and reconnects) scores below a steady one,
+// and its share of the traffic falls.
+func TestFlappingNode_ScoreAndShareFall(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Providers: 2, Healthy: 1, Chaos: agent.Chaos{Drop: 0.5}, StallTimeout: time.Second})
+	flapper, steady := env.Agents[0].NodeID(), env.Agents[1].NodeID()
+	client := env.Client()
+	served := func(n int) (share float64) {
+		var mine int
+		for i := range n {
+			var resp *http.Response
+			_, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+				Model: model, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(fmt.Sprint("flap ", i))}, MaxTokens: openai.Int(40),
+			}, option.WithResponseInto(&resp))
+			if err != nil {
+				t.Fatalf("request %d: %v", i, err)
+			}
+			if resp.Header.Get("X-Shareai-Node") == flapper {
+				mine++
+			}
+		}
+		return float64(mine) / float64(n)
+	}
+	first := served(40)
+	env.WaitFor("both nodes to be scored", func() bool {
+		f, s := env.Coordinator().Fleet.Node(flapper), env.Coordinator().Fleet.Node(steady)
+		return f != nil && s != nil && f.Score() > 0 && s.Score() > 0
+	})
+	last := served(40)
+	f, s := env.Coordinator().Fleet.Node(flapper).Score(), env.Coordinator().Fleet.Node(steady).Score()
+	t.Logf("flapping node: share of requests %.2f then %.2f; score %.3f against the steady node's %.3f", first, last, f, s)
+	if f >= s {
+		t.Errorf("the flapping node scores %.3f, the steady one %.3f; want the flapping one lower", f, s)
+	}
+	if last > 0.2 || last >= first && first > 0 {
+		t.Errorf("the flapping node's share went from %.2f to %.2f; want it to fall", first, last)
+	}
+}
