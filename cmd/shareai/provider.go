@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/shareai/shareai/internal/agent"
 	"github.com/shareai/shareai/internal/config"
@@ -36,6 +37,7 @@ Also:
   shareai provider init       detect the hardware and write a commented configuration
   shareai provider pause      stop the running agent taking new jobs (resume undoes it)
   shareai provider status     show the running agent's state
+  shareai provider selftest   have the coordinator check this node, without going live
   shareai provider earnings   a provider's earnings, from the coordinator's database`
 
 func runProvider(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -47,6 +49,8 @@ func runProvider(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return runProviderInit(ctx, args[1:], stdout, stderr)
 		case "pause", "resume", "status":
 			return runProviderControl(ctx, args[0], args[1:], stdout, stderr)
+		case "selftest":
+			return runProviderSelftest(ctx, args[1:], stdout, stderr)
 		}
 	}
 	var cfg config.Provider
@@ -271,6 +275,61 @@ func cmpOr(a, b []string) []string {
 		return a
 	}
 	return b
+}
+
+// runProviderSelftest is 'shareai provider selftest': the node connects as it would to serve,
+// but only to be checked as a new node is, and prints the results; it gets no live traffic and
+// nothing is recorded of it.
+func runProviderSelftest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg config.Provider
+	fs := flag.NewFlagSet("provider selftest", flag.ContinueOnError)
+	cfg.Flags(fs)
+	if err := cfg.LoadFile(fs, config.ConfigPath(args, os.Getenv)); err != nil {
+		return err
+	}
+	if err := parse(fs, args, stderr, `Have the coordinator check this node as it checks a new one before it gets live traffic:
+known-answer checks of the models it offers, compared with the known answer or with other
+verified nodes serving the same model. The node gets no live traffic and nothing is recorded
+of it. Give the agent's --config (or its flags). Exits 1 if a check fails.`); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log, err := cfg.Log.Logger()
+	if err != nil {
+		return err
+	}
+	acfg, err := agentConfig(ctx, &cfg, log)
+	if err != nil {
+		return err
+	}
+	acfg.Selftest, acfg.WaitForEngine = true, false
+	a, err := agent.New(acfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	if err := a.Run(ctx); err != nil {
+		return err
+	}
+	res := a.SelftestResult()
+	if res == nil {
+		return errors.New("the coordinator sent no selftest results (is it older than this agent?)")
+	}
+	for _, c := range res.Checks {
+		mark := "PASS"
+		if !c.Passed {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(stdout, "%s  %-28s %s\n", mark, c.Model, c.Detail)
+	}
+	if !res.Passed {
+		return fmt.Errorf("the node did not pass its checks (%d made): it would not get live traffic", len(res.Checks))
+	}
+	fmt.Fprintf(stdout, "The node passed %d checks: it would be verified and get live traffic.\n", len(res.Checks))
+	return nil
 }
 
 // runProviderControl is 'shareai provider pause|resume|status': it asks the running agent,

@@ -158,3 +158,19 @@ func writeFile(t *testing.T, path, text string) {
 		t.Fatal(err)
 	}
 }
+
+// `shareai provider selftest` has the coordinator check the node and prints the results.
+func TestProviderSelftest(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Providers: 1})
+	dir := t.TempDir()
+	file := filepath.Join(dir, "provider.yaml")
+	writeFile(t, file, fmt.Sprintf("coordinator: %s\ntoken: %s\ndata_dir: %s\nengine: {kind: sim, sim_ttft: 0s, sim_tps: 0}\ncontrol: \"\"\nlog: {level: error}\n",
+		env.URL, env.ProviderToken, filepath.Join(dir, "node")))
+	var out strings.Builder
+	if code := run(context.Background(), []string{"provider", "selftest", "--config", file, "--control="}, &out, &out); code != 0 {
+		t.Fatalf("selftest: exit %d\n%s", code, out.String())
+	}
+	if strings.Count(out.String(), "PASS") != 3 || !strings.Contains(out.String(), "passed 3 checks") {
+		t.Errorf("selftest output:\n%s", out.String())
+	}
+}

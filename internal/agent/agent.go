@@ -81,6 +81,9 @@ type Config struct {
 	// CheckEvery is how often the node reads its GPUs and checks its windows. Default 5s.
 	CheckEvery time.Duration
 	Now        func() time.Time // default time.Now
+	// Selftest connects only to have the coordinator check the node as it checks a new one:
+	// Run returns once the results came (SelftestResult), and the node gets no live traffic.
+	Selftest bool
 
 	Log *slog.Logger
 }
@@ -114,6 +117,14 @@ type Agent struct {
 	pausedAt     time.Time
 	telemetry    *protocol.Telemetry
 	kick         chan struct{} // asks the connection for a heartbeat now
+	selftest     *protocol.Selftest
+}
+
+// SelftestResult returns what the coordinator found in a selftest, or nil before it came.
+func (a *Agent) SelftestResult() *protocol.Selftest {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.selftest
 }
 
 // Drop closes the connection to the coordinator at once, as a network failure would; the agent
@@ -224,7 +235,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	var attempt int
 	for {
 		registered, err := a.session(ctx, offers)
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || a.SelftestResult() != nil {
 			return nil
 		}
 		if errors.Is(err, errFatal) {

@@ -22,6 +22,7 @@ import (
 	"github.com/shareai/shareai/internal/gateway"
 	"github.com/shareai/shareai/internal/keyfile"
 	"github.com/shareai/shareai/internal/ledger"
+	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/reputation"
 	"github.com/shareai/shareai/internal/store"
 	"github.com/shareai/shareai/internal/verify"
@@ -106,7 +107,10 @@ func New(cfg Config) *Coordinator {
 		HeartbeatInterval: cfg.HeartbeatInterval,
 		RecordInterval:    cfg.RecordInterval,
 		TrustNewNodes:     cfg.TrustNewNodes,
-		Log:               cfg.Log,
+		Selftest: func(ctx context.Context, n *fleet.Node) *protocol.Selftest {
+			return c.Prober.Selftest(ctx, n) // the prober is made below, before any node connects
+		},
+		Log: cfg.Log,
 	})
 	c.Ledger = ledger.New(ledger.Config{
 		Store: cfg.Store, FeeBasisPoints: cfg.FeeBasisPoints, SettlementDelay: cfg.SettlementDelay,

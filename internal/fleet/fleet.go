@@ -40,6 +40,9 @@ type Config struct {
 	// RecordInterval is how often connected nodes are recorded as seen, with their sessions,
 	// job counts and telemetry. Default 1m.
 	RecordInterval time.Duration
+	// Selftest checks a node that asked for a selftest, as a new node is checked, recording
+	// nothing; nil: selftests are refused.
+	Selftest func(ctx context.Context, n *Node) *protocol.Selftest
 	// TrustNewNodes makes a node verified when it first registers (or its hardware changes),
 	// without onboarding checks: for a private network of one's own machines, and tests.
 	TrustNewNodes bool
@@ -369,6 +372,8 @@ type Node struct {
 	Connected time.Time
 	// Windows and Timezone are the node's declared weekly availability; empty: always.
 	Windows, Timezone string
+	// Selftest is true for a node that connected only to be checked: it is in no ranking.
+	Selftest bool
 
 	sess  *session
 	rtt   atomic.Int64 // nanoseconds, moving average

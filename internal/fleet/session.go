@@ -29,6 +29,7 @@ const maxFrameBytes = 8 << 20
 var (
 	errCoordinatorClosing = errors.New("coordinator shutting down")
 	errReplaced           = errors.New("node reconnected on another connection")
+	errSelftestDone       = errors.New("selftest done")
 	errNodeGone           = errors.New("node disconnected")
 )
 
@@ -79,7 +80,7 @@ func (f *Fleet) ServeAgent(w http.ResponseWriter, r *http.Request) {
 	// The session outlives the HTTP request's context, which ends when the handler returns.
 	ctx := context.WithoutCancel(r.Context())
 	err = s.run(ctx, accountID)
-	if s.node != nil {
+	if s.node != nil && !s.node.Selftest {
 		f.log.Info("node disconnected", logNode, s.node.ID, "err", err)
 		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		if err := s.flush(fctx, true); err != nil {
@@ -114,14 +115,16 @@ func (s *session) run(ctx context.Context, accountID string) error {
 		return err
 	}
 	s.node = node
-	replaced, ok := s.fleet.add(node)
-	if !ok {
-		s.close(errCoordinatorClosing)
-		return errCoordinatorClosing
-	}
-	defer s.fleet.remove(node)
-	if replaced != nil {
-		replaced.sess.close(errReplaced)
+	if !node.Selftest {
+		replaced, ok := s.fleet.add(node)
+		if !ok {
+			s.close(errCoordinatorClosing)
+			return errCoordinatorClosing
+		}
+		defer s.fleet.remove(node)
+		if replaced != nil {
+			replaced.sess.close(errReplaced)
+		}
 	}
 	// Registered goes out only now that the node is in the fleet, so a request that follows the
 	// agent's readiness finds the node. Jobs dispatched meanwhile wait in s.out for the writer.
@@ -150,6 +153,9 @@ func (s *session) run(ctx context.Context, accountID string) error {
 			return nil
 		}
 	})
+	if node.Selftest {
+		g.Go(func() error { return s.selftest(gctx, ctx) })
+	}
 	err = g.Wait()
 	s.close(err)
 	return s.err
@@ -206,7 +212,13 @@ func (s *session) handshake(ctx context.Context, accountID string) (*Node, error
 	for _, o := range reg.Offers {
 		node.Offers = append(node.Offers, &Offer{Offer: o, Node: node})
 	}
-	if err := s.record(ctx, node, reg, now); err != nil {
+	node.Selftest = reg.Selftest
+	if node.Selftest {
+		// Checked, not recorded: the node only has to be its provider's.
+		if err := s.owned(ctx, node); err != nil {
+			return nil, err
+		}
+	} else if err := s.record(ctx, node, reg, now); err != nil {
 		return nil, err
 	}
 	s.lastSeen = now
@@ -298,6 +310,33 @@ func (s *session) record(ctx context.Context, n *Node, reg *protocol.Register, n
 	return nil
 }
 
+// owned checks that a node key belongs to the provider account registering it, or to none.
+func (s *session) owned(ctx context.Context, n *Node) error {
+	prev, err := s.fleet.cfg.Store.Node(ctx, n.ID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("look up node %s: %w", n.ID, err)
+	case prev.AccountID != n.AccountID:
+		return fmt.Errorf("node %s belongs to another provider account", n.ID)
+	}
+	return nil
+}
+
+// selftest runs the coordinator's checks of a node that asked for a selftest, sends it the
+// results, and ends the session.
+func (s *session) selftest(ctx, wsctx context.Context) error {
+	if s.fleet.cfg.Selftest == nil {
+		return fmt.Errorf("%w: this coordinator cannot run selftests", errSelftestDone)
+	}
+	res := s.fleet.cfg.Selftest(ctx, s.node)
+	if err := s.writeFrame(wsctx, protocol.Frame{Type: protocol.TypeSelftest, Selftest: res}); err != nil {
+		return err
+	}
+	return errSelftestDone
+}
+
 // gpuSummary reads like "2 × NVIDIA GeForce RTX 3090 24576 MiB, driver 550.54".
 func gpuSummary(hw protocol.Hardware) string {
 	if len(hw.GPUs) == 0 {
@@ -340,7 +379,9 @@ func (s *session) close(err error) {
 		s.act.jobEnded(0, now)
 		s.mu.Unlock()
 		status := websocket.StatusInternalError
-		if errors.Is(err, errCoordinatorClosing) || errors.Is(err, errReplaced) {
+		if errors.Is(err, errSelftestDone) {
+			status = websocket.StatusNormalClosure
+		} else if errors.Is(err, errCoordinatorClosing) || errors.Is(err, errReplaced) {
 			status = websocket.StatusGoingAway
 		}
 		s.conn.Close(status, truncate(err.Error(), 120))

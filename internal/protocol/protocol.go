@@ -43,7 +43,8 @@
 //     frames may carry the node's signed receipt (End.Receipt, optional: an end without one is
 //     taken as before). Heartbeats may carry the node's GPU readings (telemetry) and why it
 //     takes no new jobs (paused); registers may carry the node's windows and time zone, and its
-//     hardware a fingerprint. All optional.
+//     hardware a fingerprint; a register may ask for a selftest, answered with a selftest
+//     frame. All optional.
 package protocol
 
 import (
@@ -70,6 +71,7 @@ const (
 	TypeCredit     = "credit"
 	TypeCancel     = "cancel"
 	TypeEnd        = "end"
+	TypeSelftest   = "selftest" // the coordinator's results of a selftest, before it closes
 )
 
 // Frame is one protocol frame. Type says which of the other fields are set.
@@ -85,6 +87,22 @@ type Frame struct {
 	Delta      *Delta      `json:"delta,omitempty"`
 	Credit     int         `json:"credit,omitempty"`
 	End        *End        `json:"end,omitempty"`
+	Selftest   *Selftest   `json:"selftest,omitempty"`
+}
+
+// Selftest is what the coordinator found when it checked a node that registered for a
+// selftest: the onboarding checks, made as for a new node, with nothing recorded of them and
+// no live traffic.
+type Selftest struct {
+	Checks []SelftestCheck `json:"checks"`
+	Passed bool            `json:"passed"` // every check passed
+}
+
+// SelftestCheck is one check of a selftest.
+type SelftestCheck struct {
+	Model  string `json:"model"`
+	Passed bool   `json:"passed"`
+	Detail string `json:"detail"`
 }
 
 // Challenge is the first frame on a connection: the agent proves it holds its node key by
@@ -122,6 +140,9 @@ type Register struct {
 	// time zone Timezone; empty: always available.
 	Windows  string `json:"windows,omitempty"`
 	Timezone string `json:"timezone,omitempty"`
+	// Selftest asks the coordinator to check the node as it would a new one, send the
+	// results in a selftest frame, and close: the node gets no live traffic.
+	Selftest bool `json:"selftest,omitempty"`
 }
 
 // Hardware summarises a node's machine.

@@ -223,8 +223,27 @@ func (p *Prober) onboard(ctx context.Context, n *fleet.Node) {
 // check sends one check to the node and records its result; ok is false when no check could
 // be made (the node busy, gone, or no slot).
 func (p *Prober) check(ctx context.Context, n *fleet.Node, kind string) (passed, ok bool) {
-	if len(n.Offers) == 0 {
+	c, ok := p.checkOnce(ctx, n, kind)
+	if !ok {
 		return false, false
+	}
+	if err := p.cfg.Store.AddNodeChecks(ctx, []store.NodeCheck{c}); err != nil {
+		p.log.Warn("record a check", "node", n.ID, "err", err)
+		return c.Passed, true
+	}
+	if !c.Passed {
+		p.log.Warn("node failed a check", "node", n.ID, "kind", kind, "model", c.Model, "detail", c.Detail)
+	}
+	if err := p.apply(ctx, n); err != nil && ctx.Err() == nil {
+		p.log.Warn("reputation: apply rules", "node", n.ID, "err", err)
+	}
+	return c.Passed, true
+}
+
+// checkOnce sends one check to the node and judges the answer, recording nothing.
+func (p *Prober) checkOnce(ctx context.Context, n *fleet.Node, kind string) (store.NodeCheck, bool) {
+	if len(n.Offers) == 0 {
+		return store.NodeCheck{}, false
 	}
 	p.mu.Lock()
 	p.counter++
@@ -233,28 +252,38 @@ func (p *Prober) check(ctx context.Context, n *fleet.Node, kind string) (passed,
 	offer := n.Offers[i%len(n.Offers)]
 	req := Probe(i, offer.Model)
 	if !offer.Acquire() {
-		return false, false // busy with buyers' jobs: probe later
+		return store.NodeCheck{}, false // busy with buyers' jobs: probe later
 	}
 	got, err := p.run(ctx, offer, req, kind == store.CheckProbe)
 	if err != nil {
 		if ctx.Err() == nil {
 			p.log.Debug("check not made", "node", n.ID, "err", err)
 		}
-		return false, false
+		return store.NodeCheck{}, false
 	}
 	c := store.NodeCheck{NodeID: n.ID, At: p.cfg.Now(), Kind: kind, Model: offer.Model}
 	c.Passed, c.Detail = p.judge(ctx, n, offer, req, got, kind)
-	if err := p.cfg.Store.AddNodeChecks(ctx, []store.NodeCheck{c}); err != nil {
-		p.log.Warn("record a check", "node", n.ID, "err", err)
-		return c.Passed, true
+	return c, true
+}
+
+// Selftest checks a node as a new node's onboarding would, without recording anything or
+// changing its level: what 'shareai provider selftest' shows its provider. It makes a check
+// per onboarding check of the rules, retrying one that could not be made a few times.
+func (p *Prober) Selftest(ctx context.Context, n *fleet.Node) *protocol.Selftest {
+	res := &protocol.Selftest{Passed: true}
+	want := max(p.cfg.Rules.OnboardingChecks, 1)
+	for tries := 0; len(res.Checks) < want && tries < 3*want && ctx.Err() == nil; tries++ {
+		c, ok := p.checkOnce(ctx, n, store.CheckOnboarding)
+		if !ok {
+			continue
+		}
+		res.Checks = append(res.Checks, protocol.SelftestCheck{Model: c.Model, Passed: c.Passed, Detail: c.Detail})
+		res.Passed = res.Passed && c.Passed
 	}
-	if !c.Passed {
-		p.log.Warn("node failed a check", "node", n.ID, "kind", kind, "model", offer.Model, "detail", c.Detail)
+	if len(res.Checks) < want {
+		res.Passed = false
 	}
-	if err := p.apply(ctx, n); err != nil && ctx.Err() == nil {
-		p.log.Warn("reputation: apply rules", "node", n.ID, "err", err)
-	}
-	return c.Passed, true
+	return res
 }
 
 // judge compares an answer with the known answer, or with a reference node's.
