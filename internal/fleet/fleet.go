@@ -60,7 +60,8 @@ type Fleet struct {
 	byModel  map[string][]*Offer // model → offers of connected nodes
 	closed   bool
 	sessions sync.WaitGroup
-	changed  chan struct{} // closed and replaced whenever the node set changes
+	tests    map[*session]bool // selftests running: in no map of nodes, closed by Close too
+	changed  chan struct{}     // closed and replaced whenever the node set changes
 }
 
 // New returns an empty fleet.
@@ -272,6 +273,9 @@ func (f *Fleet) Close() {
 	nodes := make([]*Node, 0, len(f.nodes))
 	for _, n := range f.nodes {
 		nodes = append(nodes, n)
+	}
+	for s := range f.tests {
+		nodes = append(nodes, s.node)
 	}
 	f.mu.Unlock()
 	for _, n := range nodes {

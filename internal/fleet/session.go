@@ -115,7 +115,25 @@ func (s *session) run(ctx context.Context, accountID string) error {
 		return err
 	}
 	s.node = node
-	if !node.Selftest {
+	if node.Selftest {
+		f := s.fleet
+		f.mu.Lock()
+		if f.closed {
+			f.mu.Unlock()
+			s.close(errCoordinatorClosing)
+			return errCoordinatorClosing
+		}
+		if f.tests == nil {
+			f.tests = map[*session]bool{}
+		}
+		f.tests[s] = true
+		f.mu.Unlock()
+		defer func() {
+			f.mu.Lock()
+			delete(f.tests, s)
+			f.mu.Unlock()
+		}()
+	} else {
 		replaced, ok := s.fleet.add(node)
 		if !ok {
 			s.close(errCoordinatorClosing)
@@ -286,7 +304,8 @@ func (s *session) record(ctx context.Context, n *Node, reg *protocol.Register, n
 			if err != nil {
 				return fmt.Errorf("record node %s: %w", n.ID, err)
 			}
-			if level != store.LevelSuspended && level != newLevel {
+			if (level == store.LevelVerified || level == store.LevelTrusted) && level != newLevel {
+				// A quarantined (or suspended) node stays so: new hardware is no way out.
 				level = newLevel // it proves itself again before it gets live traffic
 				if err := st.SetNodeLevel(ctx, n.ID, level, "hardware changed: verified again before live traffic", now); err != nil {
 					return fmt.Errorf("record node %s: %w", n.ID, err)

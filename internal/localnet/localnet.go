@@ -312,11 +312,15 @@ func (n *Net) startAgents(ctx context.Context) error {
 	return n.waitVerified(ctx)
 }
 
+// verifyWait bounds how long Start waits for the nodes' onboarding checks.
+const verifyWait = time.Minute
+
 // waitVerified waits until every agent's node has been through its onboarding checks (a new
 // node gets no live traffic before): passed them, or failed them and been quarantined.
 func (n *Net) waitVerified(ctx context.Context) error {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
+	deadline := time.Now().Add(verifyWait)
 	for {
 		waiting := 0
 		for _, a := range n.Agents {
@@ -330,6 +334,12 @@ func (n *Net) waitVerified(ctx context.Context) error {
 		}
 		if waiting == 0 && n.Coordinator().Fleet.Running() == 0 {
 			return nil // verified, and the checks of other models are done too
+		}
+		if time.Now().After(deadline) {
+			// A node whose checks cannot be made (its engine fails) stays unverified: start
+			// all the same, and say so.
+			n.cfg.Log.Warn("nodes not verified yet: they get no traffic until they pass their onboarding checks", "nodes", waiting)
+			return nil
 		}
 		select {
 		case <-ctx.Done():

@@ -91,6 +91,9 @@ func (ru Rules) Next(cur string, r Record, s Score) (level, reason string, chang
 	switch cur {
 	case store.LevelNew, store.LevelVerified, store.LevelTrusted:
 	case store.LevelQuarantined:
+		if r.Quarantines > 1 {
+			return cur, "", false // a repeat offender: only an operator releases it
+		}
 		if n := passedInARow(since, ""); n >= ru.ReleaseAfterPassed && s.Value >= ru.ReleaseMinScore {
 			return store.LevelVerified, fmt.Sprintf(
 				"%s in a row passed and the score is %s: verified again",

@@ -19,6 +19,12 @@ const HistoryDays = 30
 // Record is what the coordinator knows of one node at Now. The caller builds it so that it
 // holds only the node's own faults: see docs/reputation.md, "What counts against a node".
 type Record struct {
+	// Quarantines counts the times the node was quarantined in the last HistoryDays days, the
+	// current one included: a node quarantined a second time is not released by the rules,
+	// only by an operator (a node that cheats only while live would otherwise come back each
+	// time it passed its probes).
+	Quarantines int
+
 	Now time.Time
 	// FirstSeen is when the node first registered; zero when unknown (then it has no age).
 	FirstSeen time.Time

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/shareai/shareai/internal/fleet"
@@ -111,7 +112,10 @@ func (p *Prober) record(ctx context.Context, n *fleet.Node, stored *store.Node) 
 	if err != nil {
 		return rec, err
 	}
-	rec.LevelSince = stored.LevelChangedAt      // the rules count only the checks since
+	rec.LevelSince = stored.LevelChangedAt // the rules count only the checks since
+	if rec.Quarantines, err = p.quarantines(ctx, stored.ID, now); err != nil {
+		return rec, err
+	}
 	for _, c := range slices.Backward(checks) { // oldest first
 		rec.Checks = append(rec.Checks, reputation.Check{At: c.At, Kind: c.Kind, Passed: c.Passed})
 	}
@@ -122,6 +126,23 @@ func (p *Prober) record(ctx context.Context, n *fleet.Node, stored *store.Node) 
 		rec.Reliability, rec.LatencyRatio, rec.ThroughputRatio = p.measured(n)
 	}
 	return rec, nil
+}
+
+// quarantines counts the times a node was quarantined in the last reputation.HistoryDays days,
+// from the audit log.
+func (p *Prober) quarantines(ctx context.Context, nodeID string, now time.Time) (int, error) {
+	entries, err := p.cfg.Store.AuditLog(ctx, nodeID, 200)
+	if err != nil {
+		return 0, err
+	}
+	since := now.AddDate(0, 0, -reputation.HistoryDays)
+	n := 0
+	for _, e := range entries {
+		if e.At.After(since) && strings.Contains(e.Detail, "→ "+store.LevelQuarantined) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // uptime is the share of the node's windows over the last week it was online, counted only

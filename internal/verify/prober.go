@@ -9,6 +9,7 @@ import (
 	mrand "math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shareai/shareai/internal/fleet"
@@ -33,6 +34,9 @@ type Config struct {
 	// CheckTimeout bounds one check: a node that stalls fails to be checked (and is checked
 	// again later), it does not fail the check. Default 1 minute.
 	CheckTimeout time.Duration
+	// ProbePriceCap bounds what a probe pays per million tokens when no other node's ask is
+	// there to compare with. Default DefaultProbePriceCap.
+	ProbePriceCap money.Price
 	// ScoreEvery is how often every connected node's score is recomputed and stored, and the
 	// levels an operator set in the database are taken in. Default 1 minute.
 	ScoreEvery time.Duration
@@ -64,8 +68,12 @@ type Prober struct {
 
 	applyMu sync.Mutex // serializes level decisions
 	mu      sync.Mutex
-	busy    map[string]bool      // nodes being checked now
-	due     map[string]time.Time // next probe of each node
+	busy    map[string]bool          // nodes being checked now
+	due     map[string]time.Time     // next check of each node
+	retry   map[string]time.Duration // backoff of a node whose checks could not be made
+	last    map[string]time.Time     // an account's last selftest
+	prompts int                      // probes sent: picks the next prompt
+	warned  time.Time                // when unpaid probes were last warned about
 	counter int
 	wg      sync.WaitGroup
 }
@@ -77,6 +85,9 @@ func New(cfg Config) *Prober {
 	}
 	if cfg.Tick <= 0 {
 		cfg.Tick = time.Second
+	}
+	if cfg.ProbePriceCap <= 0 {
+		cfg.ProbePriceCap = DefaultProbePriceCap
 	}
 	if cfg.CheckTimeout <= 0 {
 		cfg.CheckTimeout = time.Minute
@@ -90,7 +101,8 @@ func New(cfg Config) *Prober {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Prober{cfg: cfg, log: cfg.Log, busy: map[string]bool{}, due: map[string]time.Time{}, started: cfg.Now()}
+	return &Prober{cfg: cfg, log: cfg.Log, busy: map[string]bool{}, due: map[string]time.Time{},
+		retry: map[string]time.Duration{}, last: map[string]time.Time{}, started: cfg.Now()}
 }
 
 // Run checks nodes until ctx is done, then waits for the checks in flight.
@@ -166,29 +178,40 @@ func (p *Prober) startChecks(ctx context.Context) {
 		}
 		p.mu.Lock()
 		due, known := p.due[n.ID]
-		if !known || level == store.LevelNew {
-			due = now.Add(p.nextGap()) // the first probe comes a while after the node is verified
+		if !known {
+			due = now // a new node is onboarded at once; another node's first probe comes later
+			if level != store.LevelNew {
+				due = now.Add(p.nextGap())
+			}
 			p.due[n.ID] = due
 		}
-		start := !p.busy[n.ID] && (level == store.LevelNew || !now.Before(due))
+		start := !p.busy[n.ID] && !now.Before(due)
 		if start {
 			p.busy[n.ID] = true
-			p.due[n.ID] = now.Add(p.nextGap())
 		}
 		p.mu.Unlock()
 		if !start {
 			continue
 		}
 		p.wg.Go(func() {
-			defer func() {
-				p.mu.Lock()
-				delete(p.busy, n.ID)
-				p.mu.Unlock()
-			}()
+			made := false
 			if level == store.LevelNew {
-				p.onboard(ctx, n)
+				made = p.onboard(ctx, n)
 			} else {
-				p.check(ctx, n, store.CheckProbe)
+				_, made = p.check(ctx, n, store.CheckProbe)
+			}
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			delete(p.busy, n.ID)
+			switch {
+			case made && n.Level() != store.LevelNew:
+				p.due[n.ID], p.retry[n.ID] = now.Add(p.nextGap()), 0
+			case made:
+				p.due[n.ID], p.retry[n.ID] = p.cfg.Now(), 0 // more onboarding checks to make
+			default:
+				// Busy, stalled or gone: try again soon, backing off while it lasts.
+				p.retry[n.ID] = min(max(2*p.retry[n.ID], 10*p.cfg.Tick), time.Minute)
+				p.due[n.ID] = p.cfg.Now().Add(p.retry[n.ID])
 			}
 		})
 	}
@@ -205,19 +228,25 @@ func (p *Prober) nextGap() time.Duration {
 // onboard runs the onboarding checks of a new node, at once; the rules then make it verified
 // (enough passed in a row), leave it new to be checked again, or quarantine it (too many
 // failed). Checks that could not be made are made later.
-func (p *Prober) onboard(ctx context.Context, n *fleet.Node) {
+func (p *Prober) onboard(ctx context.Context, n *fleet.Node) (made bool) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var wg sync.WaitGroup
+	var (
+		wg    sync.WaitGroup
+		madeN atomic.Int32
+	)
 	for range max(p.cfg.Rules.OnboardingChecks, 1) {
 		wg.Go(func() {
-			p.check(ctx, n, store.CheckOnboarding)
+			if _, ok := p.check(ctx, n, store.CheckOnboarding); ok {
+				madeN.Add(1)
+			}
 			if n.Level() != store.LevelNew {
 				cancel() // decided: the checks still running are of no use
 			}
 		})
 	}
 	wg.Wait()
+	return madeN.Load() > 0
 }
 
 // check sends one check to the node and records its result; ok is false when no check could
@@ -247,10 +276,11 @@ func (p *Prober) checkOnce(ctx context.Context, n *fleet.Node, kind string) (sto
 	}
 	p.mu.Lock()
 	p.counter++
-	i := p.counter
+	p.prompts++
+	i, prompt := p.counter, p.prompts+mrand.IntN(NumProbes) // every model gets every prompt
 	p.mu.Unlock()
 	offer := n.Offers[i%len(n.Offers)]
-	req := Probe(i, offer.Model)
+	req := Probe(prompt, offer.Model)
 	if !offer.Acquire() {
 		return store.NodeCheck{}, false // busy with buyers' jobs: probe later
 	}
@@ -262,14 +292,30 @@ func (p *Prober) checkOnce(ctx context.Context, n *fleet.Node, kind string) (sto
 		return store.NodeCheck{}, false
 	}
 	c := store.NodeCheck{NodeID: n.ID, At: p.cfg.Now(), Kind: kind, Model: offer.Model}
-	c.Passed, c.Detail = p.judge(ctx, n, offer, req, got, kind)
-	return c, true
+	var conclusive bool
+	c.Passed, c.Detail, conclusive = p.judge(ctx, n, offer, req, got, kind)
+	return c, conclusive
 }
+
+// selftestEvery is how often one provider account may run a selftest.
+const selftestEvery = time.Minute
 
 // Selftest checks a node as a new node's onboarding would, without recording anything or
 // changing its level: what 'shareai provider selftest' shows its provider. It makes a check
 // per onboarding check of the rules, retrying one that could not be made a few times.
 func (p *Prober) Selftest(ctx context.Context, n *fleet.Node) *protocol.Selftest {
+	p.mu.Lock()
+	last, seen := p.last[n.AccountID]
+	now := p.cfg.Now()
+	if seen && now.Sub(last) < selftestEvery {
+		p.mu.Unlock()
+		return &protocol.Selftest{Checks: []protocol.SelftestCheck{{Detail: fmt.Sprintf(
+			"one selftest a minute per provider account: try again in %s", (selftestEvery - now.Sub(last)).Round(time.Second))}}}
+	}
+	p.last[n.AccountID] = now
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
 	res := &protocol.Selftest{Passed: true}
 	want := max(p.cfg.Rules.OnboardingChecks, 1)
 	for tries := 0; len(res.Checks) < want && tries < 3*want && ctx.Err() == nil; tries++ {
@@ -286,46 +332,74 @@ func (p *Prober) Selftest(ctx context.Context, n *fleet.Node) *protocol.Selftest
 	return res
 }
 
-// judge compares an answer with the known answer, or with a reference node's.
-func (p *Prober) judge(ctx context.Context, n *fleet.Node, offer *fleet.Offer, req *protocol.Request, got, kind string) (bool, string) {
+// judge compares an answer with the known answer, or with a reference node's. conclusive is
+// false when there was nothing to compare with: a probe then counts as not made. An
+// onboarding check with no reference anywhere passes a well-formed answer, so that the first
+// node of a model can start; later probes compare it with the nodes that come after. A
+// selftest compares with known answers only, and says no more than whether a check passed.
+func (p *Prober) judge(ctx context.Context, n *fleet.Node, offer *fleet.Offer, req *protocol.Request, got, kind string) (passed bool, detail string, conclusive bool) {
 	if want, ok := KnownAnswer(req); ok {
 		if AgreeExact(got, want) {
-			return true, "the known answer"
+			return true, "the known answer", true
 		}
 		_, sim := Agree(got, want)
-		return false, fmt.Sprintf("unlike the known answer (similarity %.2f)", sim)
+		if n.Selftest {
+			return false, "unlike the known answer", true
+		}
+		return false, fmt.Sprintf("unlike the known answer (similarity %.2f)", sim), true
+	}
+	if n.Selftest {
+		return strings.TrimSpace(got) != "", "a well-formed answer; a selftest compares with known answers only", true
 	}
 	ref := p.reference(n, offer)
 	if ref == nil {
-		// Nobody to compare with: the first node of a model passes on a well-formed answer,
-		// and is compared once others serve the model.
-		if strings.TrimSpace(got) == "" {
-			return false, "an empty answer"
+		if kind == store.CheckProbe || p.serves(n, offer.Model) {
+			return false, "", false // no node free to compare with now: probe again later
 		}
-		return true, "a well-formed answer; no other node to compare with"
+		if strings.TrimSpace(got) == "" {
+			return false, "an empty answer", true
+		}
+		return true, "a well-formed answer; no other node serves the model yet", true
 	}
 	want, err := p.run(ctx, ref, req, kind == store.CheckProbe) // reference took ref's slot
 	if err != nil {
-		return true, "a well-formed answer; the reference node could not answer"
+		return false, "", false
 	}
 	agree, sim := Agree(got, want)
 	if agree {
-		return true, fmt.Sprintf("like node %s's answer (similarity %.2f)", ref.Node.ID, sim)
+		return true, fmt.Sprintf("like another node's answer (similarity %.2f)", sim), true
 	}
-	return false, fmt.Sprintf("unlike node %s's answer (similarity %.2f)", ref.Node.ID, sim)
+	return false, fmt.Sprintf("unlike another node's answer (similarity %.2f)", sim), true
 }
 
-// reference is a verified or trusted node of another provider serving the same model and
-// quantization, with a free slot taken, or nil.
-func (p *Prober) reference(n *fleet.Node, offer *fleet.Offer) *fleet.Offer {
-	for _, o := range p.cfg.Fleet.Offers(offer.Model) {
-		l := o.Node.Level()
-		if o.Node == n || o.Node.AccountID == n.AccountID || (l != store.LevelVerified && l != store.LevelTrusted) ||
-			!strings.EqualFold(o.Quantization, offer.Quantization) {
-			continue
+// serves says whether a verified or trusted node of another provider serves model.
+func (p *Prober) serves(n *fleet.Node, model string) bool {
+	for _, o := range p.cfg.Fleet.Offers(model) {
+		if p.canReference(n, o) {
+			return true
 		}
-		if o.Acquire() {
-			return o
+	}
+	return false
+}
+
+func (p *Prober) canReference(n *fleet.Node, o *fleet.Offer) bool {
+	l := o.Node.Level()
+	return o.Node != n && o.Node.AccountID != n.AccountID && (l == store.LevelVerified || l == store.LevelTrusted)
+}
+
+// reference is a verified or trusted node of another provider serving the same model, with a
+// free slot taken: one of the same quantization if any, else one of another (a node cannot
+// escape comparison by naming its quantization uniquely); nil when none is free.
+func (p *Prober) reference(n *fleet.Node, offer *fleet.Offer) *fleet.Offer {
+	offers := p.cfg.Fleet.Offers(offer.Model)
+	for _, sameQuant := range []bool{true, false} {
+		for _, o := range offers {
+			if !p.canReference(n, o) || strings.EqualFold(o.Quantization, offer.Quantization) != sameQuant {
+				continue
+			}
+			if o.Acquire() {
+				return o
+			}
 		}
 	}
 	return nil
@@ -379,8 +453,11 @@ func (p *Prober) pay(ctx context.Context, o *fleet.Offer, req *protocol.Request)
 	requestID := fmt.Sprintf("probe_%x", id)
 	bounds := ledger.Bounds{PromptTokens: ledger.PromptBound(len(req.Messages)), PromptEstimate: ledger.EstimateTokens(len(req.Messages))}
 	bounds.CompletionTokens = p.cfg.Ledger.CompletionBound(req.MaxTokens, o.ContextLength)
-	ask := ledger.Ask{Input: money.Price(o.InputPrice), Output: money.Price(o.OutputPrice)}
-	if err := p.hold(ctx, key, requestID, p.cfg.Ledger.MaxCost(ask, bounds)); err != nil {
+	ask := p.probeAsk(o)
+	if err := p.hold(ctx, key, requestID, p.cfg.Ledger.MaxCost(ask, bounds)); errors.Is(err, errUnfunded) {
+		p.warnUnfunded()
+		return nil, nil // the probe runs unpaid
+	} else if err != nil {
 		return nil, err
 	}
 	start := p.cfg.Now()
@@ -437,14 +514,54 @@ func (p *Prober) hold(ctx context.Context, key *store.Key, requestID string, amo
 	if !errors.As(err, &le) {
 		return err
 	}
-	topUp := max(amount*100, money.USD)
-	ref := fmt.Sprintf("platform:%d", p.cfg.Now().UnixNano())
-	err = p.cfg.Store.FundFromFees(ctx, key.AccountID, topUp, ref, p.cfg.Now())
-	if errors.Is(err, store.ErrInsufficient) {
-		err = p.cfg.Store.Deposit(ctx, key.AccountID, topUp, "platform-funding:"+ref, p.cfg.Now())
+	// Top up from the fees: enough for many probes if they have it, else for this one.
+	for _, topUp := range []money.Nanos{amount * 100, amount * 10, amount} {
+		var ref [8]byte
+		rand.Read(ref[:])
+		err = p.cfg.Store.FundFromFees(ctx, key.AccountID, topUp, fmt.Sprintf("probes:%x", ref), p.cfg.Now())
+		if !errors.Is(err, store.ErrInsufficient) {
+			break
+		}
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrInsufficient):
+		return errUnfunded
+	case err != nil:
 		return fmt.Errorf("fund the probes: %w", err)
 	}
 	return p.cfg.Ledger.Hold(ctx, requestID, key, amount)
+}
+
+// errUnfunded: the platform's fees cannot pay a probe now.
+var errUnfunded = errors.New("the platform's fees cannot pay the probes")
+
+// warnUnfunded says, at most every 10 minutes, that probes run unpaid.
+func (p *Prober) warnUnfunded() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now := p.cfg.Now(); now.Sub(p.warned) > 10*time.Minute {
+		p.warned = now
+		p.log.Warn("probes run unpaid: the platform's fee income does not cover them yet")
+	}
+}
+
+// DefaultProbePriceCap bounds what a probe pays a node per million tokens, in and out, when no
+// other node's ask to compare with exists.
+const DefaultProbePriceCap = money.Price(money.USD)
+
+// probeAsk is what a probe pays the node: its ask, but no more than the median ask of the
+// verified nodes serving the model (or the cap, without them), so that a node cannot ask a
+// fortune to be paid it by the probes.
+func (p *Prober) probeAsk(o *fleet.Offer) ledger.Ask {
+	var ins, outs []float64
+	for _, peer := range p.cfg.Fleet.Offers(o.Model) {
+		if l := peer.Node.Level(); peer.Node != o.Node && (l == store.LevelVerified || l == store.LevelTrusted) {
+			ins, outs = append(ins, float64(peer.InputPrice)), append(outs, float64(peer.OutputPrice))
+		}
+	}
+	capIn, capOut := p.cfg.ProbePriceCap, p.cfg.ProbePriceCap
+	if len(ins) > 0 {
+		capIn, capOut = money.Price(median(ins)), money.Price(median(outs))
+	}
+	return ledger.Ask{Input: min(money.Price(o.InputPrice), capIn), Output: min(money.Price(o.OutputPrice), capOut)}
 }

@@ -172,8 +172,12 @@ func (db *DB) ReleaseEarnings(ctx context.Context, now time.Time) (money.Nanos, 
 		total = 0
 		// Marking and summing in one statement: an entry clawed back meanwhile (released = 2,
 		// by another process) is neither released nor counted.
+		// A suspended node's earnings stay pending, for the operator to claw back (what it
+		// earned after its suspension's clawback included).
 		rows, err := db.txQuery(ctx, tx, `UPDATE ledger_entries SET released = 1
-WHERE released = 0 AND release_at IS NOT NULL AND release_at <= ? RETURNING account, amount`, millis(now))
+WHERE released = 0 AND release_at IS NOT NULL AND release_at <= ?
+  AND (node_id IS NULL OR node_id NOT IN (SELECT id FROM nodes WHERE level = 'suspended'))
+RETURNING account, amount`, millis(now))
 		if err != nil {
 			return err
 		}

@@ -636,3 +636,31 @@ func TestDB_ClawBack_concurrent(t *testing.T) {
 		mustLedgerSum0(t, db)
 	})
 }
+
+// A suspended node's earnings are never released, not even those it earned after the clawback.
+func TestDB_ReleaseSkipsSuspended(t *testing.T) {
+	sqlstore.ForEachKind(t, func(t *testing.T, kind string) {
+		ctx := context.Background()
+		db, _ := sqlstore.OpenTestDB(t, kind)
+		if err := db.Deposit(ctx, "acct_a", 100_000, "d", t0); err != nil {
+			t.Fatal(err)
+		}
+		mustAccount(t, db, "acct_p", "cheat-gpus")
+		mustAccount(t, db, "acct_q", "fair-gpus")
+		mustNode(t, db, trustNode("node_cheat", "acct_p"))
+		mustNode(t, db, trustNode("node_fair", "acct_q"))
+		past := at(-time.Hour)
+		mustSettle(t, db, bill{id: "r1", buyer: "acct_a", fee: 10, release: past, parts: []store.Part{{NodeID: "node_cheat", ProviderID: "acct_p", Earned: 1000}}})
+		mustSettle(t, db, bill{id: "r2", buyer: "acct_a", fee: 10, release: past, parts: []store.Part{{NodeID: "node_fair", ProviderID: "acct_q", Earned: 700}}})
+		if err := db.SetNodeLevel(ctx, "node_cheat", store.LevelSuspended, "cheats", t0); err != nil {
+			t.Fatal(err)
+		}
+		if released, err := db.ReleaseEarnings(ctx, t0); err != nil || released != 700 {
+			t.Errorf("released %d, %v; want only the fair node's 700", released, err)
+		}
+		if b := mustBalance(t, db, "acct_p"); b.Pending != 1000 || b.Available != 0 {
+			t.Errorf("the suspended node's provider: pending %d, available %d; want 1000 held pending", b.Pending, b.Available)
+		}
+		mustLedgerSum0(t, db)
+	})
+}
