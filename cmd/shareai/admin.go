@@ -31,6 +31,7 @@ trust levels and suspend cheats, and read the audit log.
   shareai admin node level   NODE new|verified|trusted|quarantined --reason TEXT [--actor NAME]
   shareai admin node suspend NODE --reason TEXT [--actor NAME]
   shareai admin audit    [--target NODE] [--limit 50]
+  shareai admin user role EMAIL buyer|provider|admin [--remove] [--actor NAME]
 
 Amounts are USD, such as 12.5 or 0.000001. 'admin' works on the coordinator's database
 directly: run it on the coordinator's machine with the same --data-dir (or --db); the
@@ -51,7 +52,7 @@ them.`
 func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	verbs := map[string]func(context.Context, []string, io.Writer, io.Writer) error{
 		"credit": adminCredit, "accounts": adminAccounts, "payout": adminPayout, "cap": adminCap,
-		"node": adminNode, "audit": adminAudit,
+		"node": adminNode, "audit": adminAudit, "user": adminUser,
 	}
 	if len(args) == 0 || verbs[args[0]] == nil {
 		w, err := stderr, errUsage
@@ -636,4 +637,81 @@ Usage: shareai admin audit [--target NODE] [--limit 50]`, 0, 0); err != nil {
 // oneLine keeps a table's cell on one line.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// adminUser runs 'admin user role EMAIL ROLE [--remove]': it grants a console user a role, or
+// removes one, and records it in the audit log. Admin is granted only so: sign-up never gives it.
+func adminUser(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const about = `Grant a console user a role, or remove one with --remove: buyer, provider or admin. An
+admin can open every page of the console; sign-up never makes one. Granting provider also
+marks the user's account as a provider. The change is recorded in the audit log, and takes
+effect on the user's next page.
+
+Usage: shareai admin user role EMAIL buyer|provider|admin [--remove] [--actor NAME]`
+	if len(args) == 0 || args[0] != "role" {
+		w, err := stderr, errUsage
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			w, err = stdout, nil
+		} else if len(args) > 0 {
+			fmt.Fprintf(stderr, "unknown admin user command %q\n\n", args[0])
+		}
+		fmt.Fprintln(w, about)
+		return err
+	}
+	fs := flag.NewFlagSet("admin user role", flag.ContinueOnError)
+	var db dbFlags
+	db.register(fs)
+	remove := fs.Bool("remove", false, "remove the role instead of granting it")
+	actor := actorFlag(fs)
+	pos, err := parseVerb(fs, args[1:], stderr, about, 2, 2)
+	if err != nil {
+		return err
+	}
+	email, role := strings.ToLower(strings.TrimSpace(pos[0])), pos[1]
+	roles := []string{store.RoleBuyer, store.RoleProvider, store.RoleAdmin}
+	if !slices.Contains(roles, role) {
+		return fmt.Errorf("role %q: want one of %s", role, strings.Join(roles, ", "))
+	}
+	st, err := db.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	u, err := st.UserByEmail(ctx, email)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("no console user %q: people sign up in the console, at /signup", email)
+	}
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	switch {
+	case *remove && !u.Has(role):
+		fmt.Fprintf(stdout, "%s (%s) does not have the role %s: nothing to do.\n", u.Email, u.ID, role)
+		return nil
+	case !*remove && u.Has(role):
+		fmt.Fprintf(stdout, "%s (%s) has the role %s already: nothing to do.\n", u.Email, u.ID, role)
+		return nil
+	case *remove && len(u.Roles) == 1:
+		return fmt.Errorf("%s has no role but %s: a user needs one; grant another first", u.Email, role)
+	}
+	next, action := append(slices.Clone(u.Roles), role), "user.role.grant"
+	if *remove {
+		next, action = slices.DeleteFunc(slices.Clone(u.Roles), func(r string) bool { return r == role }), "user.role.remove"
+	}
+	slices.Sort(next)
+	if role == store.RoleProvider && !*remove {
+		if err := st.MarkProvider(ctx, u.AccountID); err != nil {
+			return err
+		}
+	}
+	if err := st.SetUserRoles(ctx, u.ID, next); err != nil {
+		return err
+	}
+	if err := st.AddAudit(ctx, &store.AuditEntry{At: now, Actor: auditActor(*actor), Action: action, Target: u.ID,
+		Detail: fmt.Sprintf("%s %s: roles %s → %s", u.Email, role, strings.Join(u.Roles, ","), strings.Join(next, ","))}); err != nil {
+		return fmt.Errorf("the roles are set, but recording it in the audit log: %w", err)
+	}
+	fmt.Fprintf(stdout, "%s (%s): roles %s.\n", u.Email, u.ID, strings.Join(next, ", "))
+	return nil
 }

@@ -65,7 +65,7 @@ environment for OpenAI SDKs once the network can serve. Ctrl-C stops everything.
 	if len(n.Agents) != 1 {
 		kind = strings.Replace(kind, "provider", "providers", 1)
 	}
-	fmt.Fprintf(stderr, "ShareAI network up: coordinator at %s with %d %s.\n", n.URL, len(n.Agents), kind)
+	fmt.Fprintf(stderr, "ShareAI network up: coordinator at %s with %d %s.\nWeb console: %s/ (sign up there).\n", n.URL, len(n.Agents), kind, n.URL)
 	fmt.Fprintf(stdout, "export OPENAI_BASE_URL=%s/v1\nexport OPENAI_API_KEY=%s\n", n.URL, n.APIKey)
 	fmt.Fprintf(stdout, `curl -s $OPENAI_BASE_URL/chat/completions -H "Authorization: Bearer $OPENAI_API_KEY" -H "Content-Type: application/json" -d '{"model":"%s","messages":[{"role":"user","content":"Hello!"}]}'`+"\n", model)
 	if f, ok := stdout.(interface{ Sync() error }); ok {

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shareai/shareai/internal/console"
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/gateway"
 	"github.com/shareai/shareai/internal/keyfile"
@@ -136,6 +137,12 @@ func New(cfg Config) *Coordinator {
 	})
 	mux.HandleFunc("GET /readyz", c.readyz)
 	c.handler = gateway.WithRequestID(mux)
+	web, err := console.New(console.Config{Store: cfg.Store, Fleet: c.Fleet, Ledger: c.Ledger, API: c.handler,
+		Secure: cfg.TLS != nil, Reputation: c.Prober.Explain, Log: cfg.Log})
+	if err != nil {
+		panic(err) // the console's templates are embedded: a broken one is a bug caught by tests
+	}
+	web.Register(mux)
 	return c
 }
 

@@ -176,10 +176,19 @@ type Ledger interface {
 	Spending(ctx context.Context, now time.Time, scopes ...string) ([]Spend, error)
 	// Balance returns an account's money.
 	Balance(ctx context.Context, accountID string) (*Balance, error)
+	// Payouts lists a provider's payouts, newest first, at most limit.
+	Payouts(ctx context.Context, accountID string, limit int) ([]Payout, error)
 	// Earnings lists a provider's earnings per node and UTC day since a time, newest first.
 	Earnings(ctx context.Context, accountID string, since time.Time) ([]Earning, error)
 	// LedgerSum returns the sum over all ledger accounts, which is zero.
 	LedgerSum(ctx context.Context) (money.Nanos, error)
+}
+
+// Payout is money paid to a provider, out of its available earnings.
+type Payout struct {
+	Ref    string // the operator's reference, such as a bank transfer's
+	Amount money.Nanos
+	At     time.Time
 }
 
 // ErrInsufficient is a payout larger than what is available.

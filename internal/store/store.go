@@ -115,6 +115,7 @@ type Store interface {
 	Reports
 	Activity
 	Trust
+	Users
 
 	// CreateAccount creates an account; ErrConflict if the name is taken.
 	CreateAccount(ctx context.Context, a *Account) error

@@ -227,6 +227,32 @@ func randomRef() string {
 	return hex.EncodeToString(b[:])
 }
 
+// Payouts lists a provider's payouts, newest first, at most limit.
+func (db *DB) Payouts(ctx context.Context, accountID string, limit int) ([]store.Payout, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	ps, err := queryAll(ctx, db.r, db.q(`SELECT t.ref, -e.amount, t.created_at FROM ledger_txns t
+JOIN ledger_entries e ON e.txn_id = t.id AND e.account = ?
+WHERE t.kind = 'payout' ORDER BY t.created_at DESC, t.id DESC LIMIT ?`), []any{availableAccount(accountID), limit},
+		func(rows *sql.Rows) (store.Payout, error) {
+			var (
+				p      store.Payout
+				amount int64
+				at     int64
+			)
+			if err := rows.Scan(&p.Ref, &amount, &at); err != nil {
+				return p, err
+			}
+			p.Amount, p.At = money.Nanos(amount), fromMillis(at)
+			return p, nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("payouts of %s: %w", accountID, err)
+	}
+	return ps, nil
+}
+
 // Payout moves a provider's available earnings to the outside world.
 func (db *DB) Payout(ctx context.Context, accountID string, amount money.Nanos, ref string, at time.Time) error {
 	if amount <= 0 {

@@ -664,3 +664,30 @@ func TestDB_ReleaseSkipsSuspended(t *testing.T) {
 		mustLedgerSum0(t, db)
 	})
 }
+
+// A provider's payouts are listed newest first.
+func TestDB_Payouts(t *testing.T) {
+	sqlstore.ForEachKind(t, func(t *testing.T, kind string) {
+		ctx := context.Background()
+		db, _ := sqlstore.OpenTestDB(t, kind)
+		if err := db.Deposit(ctx, "acct_a", 100_000, "d", t0); err != nil {
+			t.Fatal(err)
+		}
+		mustSettle(t, db, bill{id: "r1", buyer: "acct_a", fee: 10, release: at(-time.Hour), parts: []store.Part{{NodeID: "n", ProviderID: "acct_p", Earned: 1000}}})
+		if _, err := db.ReleaseEarnings(ctx, t0); err != nil {
+			t.Fatal(err)
+		}
+		for i, amount := range []money.Nanos{300, 200} {
+			if err := db.Payout(ctx, "acct_p", amount, fmt.Sprint("wire-", i+1), at(time.Duration(i+1)*time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ps, err := db.Payouts(ctx, "acct_p", 10)
+		if err != nil || len(ps) != 2 || ps[0].Ref != "wire-2" || ps[0].Amount != 200 || ps[1].Amount != 300 || !ps[1].At.Equal(at(time.Minute)) {
+			t.Errorf("payouts = %+v, %v; want wire-2 ($200 n) then wire-1 ($300 n)", ps, err)
+		}
+		if ps, _ := db.Payouts(ctx, "acct_other", 10); len(ps) != 0 {
+			t.Errorf("another account's payouts: %+v", ps)
+		}
+	})
+}

@@ -1,0 +1,224 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/shareai/shareai/internal/matcher"
+	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/store"
+)
+
+// consoleKeyName names the short-lived keys the playground makes (buyer_playground.go). A user
+// cannot create a key of that name, and the keys page leaves the revoked ones out.
+const consoleKeyName = "console"
+
+// Bounds of the key form's fields.
+const (
+	maxKeyName    = 64
+	maxKeyModels  = 32
+	maxModelName  = 200
+	maxRoutingLen = 4096
+)
+
+// keysPage is /buyer/keys's data.
+type keysPage struct {
+	Keys []keyRow
+	// NewKey is the secret of the key just created: rendered once, from the POST that made it,
+	// and never stored, redirected with or put in a cookie.
+	NewKey   string
+	NewKeyID string
+	Form     keyForm // the form as sent, when it is shown again with an error
+	Error    string  // a catalogue key, with ErrorArg its detail
+	ErrorArg string
+	Periods  []string
+}
+
+// keyRow is one key of the table.
+type keyRow struct {
+	ID        string
+	Name      string
+	Prefix    string
+	CreatedAt time.Time
+	RevokedAt time.Time
+	Revoked   bool
+	Models    []string
+	Routing   string        // the JSON of the key's provider object; "" when none
+	Caps      []store.Spend // the key's spend caps in their current windows
+	Month     money.Nanos   // spent this UTC month
+}
+
+// keyForm is the creation form's fields.
+type keyForm struct {
+	Name, Models, Routing, Limit, Period string
+}
+
+func (c *Console) buyerKeys(w http.ResponseWriter, r *http.Request) {
+	c.renderKeys(w, r, http.StatusOK, keysPage{})
+}
+
+// renderKeys renders the keys page with the account's keys added to p.
+func (c *Console) renderKeys(w http.ResponseWriter, r *http.Request, status int, p keysPage) {
+	ctx, acct, now := r.Context(), sessionOf(r).user.AccountID, c.cfg.Now()
+	keys, err := c.cfg.Store.Keys(ctx, acct, store.KeyBuyer)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	var scopes []string
+	for _, k := range keys {
+		if !k.Revoked() {
+			scopes = append(scopes, store.KeyScope(k.ID))
+		}
+	}
+	caps := map[string][]store.Spend{}
+	if len(scopes) > 0 {
+		spends, err := c.cfg.Store.Spending(ctx, now, scopes...)
+		if err != nil {
+			c.fail(w, r, err)
+			return
+		}
+		for _, sp := range spends {
+			caps[sp.Scope] = append(caps[sp.Scope], sp)
+		}
+	}
+	month := store.WindowStart(store.Monthly, now)
+	for _, k := range keys {
+		if k.Name == consoleKeyName && k.Revoked() {
+			continue // the playground's, one a chat
+		}
+		row := keyRow{ID: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt,
+			Revoked: k.Revoked(), Models: k.Models, Routing: string(k.Routing), Caps: caps[store.KeyScope(k.ID)]}
+		if !k.Revoked() {
+			if row.Month, err = c.cfg.Store.KeyUsage(ctx, acct, k.ID, month); err != nil {
+				c.fail(w, r, err)
+				return
+			}
+		}
+		p.Keys = append(p.Keys, row)
+	}
+	if p.Form.Period == "" {
+		p.Form.Period = store.Monthly
+	}
+	p.Periods = []string{store.Daily, store.Weekly, store.Monthly}
+	// The page may hold a secret: no cache may keep it.
+	w.Header().Set("Cache-Control", "no-store")
+	c.render(w, r, status, "buyer_keys", p)
+}
+
+// keyFormError is a field of the key form that cannot be used: Key is the catalogue's message
+// and Arg its detail.
+type keyFormError struct{ Key, Arg string }
+
+func (e *keyFormError) Error() string { return e.Key + ": " + e.Arg }
+
+// parseKeyForm reads the creation form into a key to create (without its id or secret) and its
+// cap (nil when none).
+func parseKeyForm(f keyForm) (models []string, routing []byte, keyCap *store.Cap, err error) {
+	switch {
+	case strings.TrimSpace(f.Name) == "":
+		return nil, nil, nil, &keyFormError{Key: "buyer.keys.error.name_missing"}
+	case utf8.RuneCountInString(f.Name) > maxKeyName:
+		return nil, nil, nil, &keyFormError{Key: "buyer.keys.error.name_long"}
+	case strings.EqualFold(strings.TrimSpace(f.Name), consoleKeyName):
+		return nil, nil, nil, &keyFormError{Key: "buyer.keys.error.name_reserved", Arg: consoleKeyName}
+	}
+	for m := range strings.SplitSeq(f.Models, ",") {
+		if m = strings.TrimSpace(m); m == "" {
+			continue
+		}
+		if len(m) > maxModelName {
+			return nil, nil, nil, &keyFormError{Key: "buyer.keys.error.models", Arg: m[:maxModelName]}
+		}
+		models = append(models, m)
+	}
+	if len(models) > maxKeyModels {
+		return nil, nil, nil, &keyFormError{Key: "buyer.keys.error.models_many"}
+	}
+	if s := strings.TrimSpace(f.Routing); s != "" && s != "null" && s != "{}" {
+		if len(s) > maxRoutingLen {
+			return nil, nil, nil, &keyFormError{Key: "buyer.keys.error.routing", Arg: "too long"}
+		}
+		if _, err := matcher.ParsePrefs(json.RawMessage(s)); err != nil {
+			return nil, nil, nil, &keyFormError{Key: "buyer.keys.error.routing", Arg: err.Error()}
+		}
+		// Stored compact, as the API reads it.
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, []byte(s)); err != nil {
+			return nil, nil, nil, &keyFormError{Key: "buyer.keys.error.routing", Arg: err.Error()}
+		}
+		routing = buf.Bytes()
+	}
+	if s := strings.TrimSpace(f.Limit); s != "" {
+		n, err := money.ParseUSD(s)
+		if err != nil || n <= 0 {
+			return nil, nil, nil, &keyFormError{Key: "buyer.keys.error.limit", Arg: s}
+		}
+		if !store.ValidPeriod(f.Period) {
+			return nil, nil, nil, &keyFormError{Key: "buyer.keys.error.period", Arg: f.Period}
+		}
+		keyCap = &store.Cap{Period: f.Period, Limit: n}
+	}
+	return models, routing, keyCap, nil
+}
+
+func (c *Console) createKey(w http.ResponseWriter, r *http.Request) {
+	ctx, acct := r.Context(), sessionOf(r).user.AccountID
+	f := keyForm{Name: r.PostFormValue("name"), Models: r.PostFormValue("models"), Routing: r.PostFormValue("routing"),
+		Limit: r.PostFormValue("limit"), Period: r.PostFormValue("period")}
+	models, routing, keyCap, err := parseKeyForm(f)
+	if fe := (*keyFormError)(nil); errors.As(err, &fe) {
+		c.renderKeys(w, r, http.StatusBadRequest, keysPage{Form: f, Error: fe.Key, ErrorArg: fe.Arg})
+		return
+	}
+	secret, k := store.NewKey(acct, store.KeyBuyer, strings.TrimSpace(f.Name), c.cfg.Now())
+	k.Models, k.Routing = models, routing
+	if keyCap != nil {
+		// Before the key exists, so that it never works without its cap.
+		keyCap.Scope = store.KeyScope(k.ID)
+		if err := c.cfg.Store.SetCap(ctx, *keyCap); err != nil {
+			c.fail(w, r, err)
+			return
+		}
+	}
+	if err := c.cfg.Store.CreateKey(ctx, k); err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	c.log.Info("console: key created", "account", acct, "key", k.ID, "prefix", k.Prefix)
+	// Rendered from the POST, not redirected: the secret must not travel in a URL or a cookie.
+	c.renderKeys(w, r, http.StatusOK, keysPage{NewKey: secret, NewKeyID: k.ID})
+}
+
+func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request) {
+	ctx, acct, id := r.Context(), sessionOf(r).user.AccountID, r.PathValue("id")
+	keys, err := c.cfg.Store.Keys(ctx, acct, store.KeyBuyer)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	var k *store.Key
+	for _, kk := range keys {
+		if kk.ID == id {
+			k = kk
+		}
+	}
+	if k == nil {
+		// Another account's key answers as an unknown one.
+		c.fail(w, r, store.ErrNotFound)
+		return
+	}
+	if !k.Revoked() {
+		if _, err := c.cfg.Store.RevokeKey(ctx, k.ID, c.cfg.Now()); err != nil {
+			c.fail(w, r, err)
+			return
+		}
+		c.log.Info("console: key revoked", "account", acct, "key", k.ID, "prefix", k.Prefix)
+	}
+	c.redirect(w, r, "/buyer/keys", "buyer.flash.key_revoked")
+}

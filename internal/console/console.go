@@ -1,0 +1,194 @@
+// Package console is the web console for buyers, providers and admins, served by the
+// coordinator at "/": server-rendered with html/template, its templates, styles, scripts and
+// message catalogues embedded, no JavaScript build step and no CDN.
+//
+// Pages are templates/<name>.html, each defining "title" and "content" inside
+// templates/layout.html. Every text comes from the message catalogues (messages/<lang>.json)
+// through the template function T, so another language is a file. A page's handler returns
+// the data it renders; render adds what every page has (the user, the language and its
+// direction, the CSRF token, the flash message).
+package console
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/shareai/shareai/internal/fleet"
+	"github.com/shareai/shareai/internal/ledger"
+	"github.com/shareai/shareai/internal/reputation"
+	"github.com/shareai/shareai/internal/store"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Config configures the console.
+type Config struct {
+	Store  store.Store
+	Fleet  *fleet.Fleet
+	Ledger *ledger.Ledger
+	// API is the buyer API's handler (the gateway's): the playground calls it in-process with
+	// the account's console key, so that no key ever reaches the browser.
+	API http.Handler
+	// Secure marks the cookies Secure: set it when the coordinator serves HTTPS.
+	Secure bool
+	// Reputation explains a node's score, factor by factor (the coordinator's prober); nil:
+	// node pages show the stored score alone.
+	Reputation func(ctx context.Context, nodeID string) (reputation.Score, error)
+	Log        *slog.Logger
+	Now        func() time.Time
+}
+
+// Console serves the web console.
+type Console struct {
+	cfg   Config
+	log   *slog.Logger
+	i18n  *Catalog
+	mu    sync.Mutex
+	pages map[string]*template.Template
+	login *limiter // failed log-ins, per address and per email
+}
+
+// New loads the templates and message catalogues.
+func New(cfg Config) (*Console, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	cat, err := LoadCatalog()
+	if err != nil {
+		return nil, err
+	}
+	c := &Console{cfg: cfg, log: cfg.Log, i18n: cat, pages: map[string]*template.Template{}, login: newLimiter(cfg.Now)}
+	if err := c.parse(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// parse parses every page with the layout.
+func (c *Console) parse() error {
+	names, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if name == "templates/layout.html" {
+			continue
+		}
+		t, err := template.New("layout.html").Funcs(c.funcs()).ParseFS(templateFS, "templates/layout.html", name)
+		if err != nil {
+			return fmt.Errorf("console: %s: %w", name, err)
+		}
+		page := name[len("templates/") : len(name)-len(".html")]
+		c.pages[page] = t
+	}
+	return nil
+}
+
+// Page is what every page renders besides its own data.
+type Page struct {
+	User  *store.User
+	Lang  string // "en", "fa"
+	Dir   string // "ltr", "rtl"
+	CSRF  string
+	Flash string // a message for the user, already translated
+	Path  string // the request's path, to mark the current menu item
+	Data  any    // the page's own
+}
+
+// render writes a page. Its template is templates/<name>.html.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
+	t := c.pages[name]
+	if t == nil {
+		c.log.Error("console: no such page", "page", name)
+		http.Error(w, "page not found", http.StatusInternalServerError)
+		return
+	}
+	s := sessionOf(r)
+	lang := c.lang(r)
+	p := Page{Lang: lang, Dir: c.i18n.Dir(lang), Path: r.URL.Path, Data: data}
+	if s != nil {
+		p.User, p.CSRF = s.user, s.csrf
+	}
+	if f, err := r.Cookie(flashCookie); err == nil {
+		p.Flash = c.i18n.T(lang, f.Value)
+		http.SetCookie(w, &http.Cookie{Name: flashCookie, Path: "/", MaxAge: -1})
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'; form-action 'self'")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Referrer-Policy", "same-origin")
+	w.WriteHeader(status)
+	if err := t.ExecuteTemplate(w, "layout.html", p); err != nil {
+		c.log.Error("console: render", "page", name, "err", err)
+	}
+}
+
+// flashCookie carries a message key to the next page, after a redirect.
+const flashCookie = "shareai_flash"
+
+// redirect sends the browser to path with a message (a catalogue key) for the next page.
+func (c *Console) redirect(w http.ResponseWriter, r *http.Request, path, flashKey string) {
+	if flashKey != "" {
+		http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: flashKey, Path: "/", HttpOnly: true, Secure: c.cfg.Secure, SameSite: http.SameSiteLaxMode})
+	}
+	http.Redirect(w, r, path, http.StatusSeeOther)
+}
+
+// fail renders an error page for a failure the user cannot fix, logging it.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status := http.StatusInternalServerError
+	key := "error.internal"
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		status, key = http.StatusNotFound, "error.not_found"
+	case errors.Is(err, errForbidden):
+		status, key = http.StatusForbidden, "error.forbidden"
+	default:
+		c.log.Error("console", "path", r.URL.Path, "err", err)
+	}
+	c.render(w, r, status, "error", map[string]string{"Message": key})
+}
+
+var errForbidden = errors.New("forbidden")
+
+// Register adds the console's routes to mux. The buyer API's routes (/v1/…) are the
+// gateway's; the console's pages live at "/" and below.
+func (c *Console) Register(mux *http.ServeMux) {
+	mux.Handle("GET /static/", http.FileServerFS(staticFS))
+	mux.HandleFunc("GET /{$}", c.home)
+	mux.HandleFunc("POST /lang", c.setLang)
+	c.registerAuth(mux)
+	c.registerBuyer(mux)
+	c.registerProvider(mux)
+	c.registerAdmin(mux)
+}
+
+// home sends a visitor to log in, and a user to their first page.
+func (c *Console) home(w http.ResponseWriter, r *http.Request) {
+	s, err := c.session(r)
+	switch {
+	case err != nil || s == nil:
+		http.Redirect(w, r, "/login", http.StatusSeeOther)
+	case s.user.Has(store.RoleBuyer):
+		http.Redirect(w, r, "/buyer", http.StatusSeeOther)
+	case s.user.Has(store.RoleProvider):
+		http.Redirect(w, r, "/provider", http.StatusSeeOther)
+	default:
+		http.Redirect(w, r, "/admin", http.StatusSeeOther)
+	}
+}

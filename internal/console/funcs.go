@@ -1,0 +1,421 @@
+package console
+
+import (
+	"fmt"
+	"html/template"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shareai/shareai/internal/store"
+)
+
+// funcs are the templates' functions. Each takes the Page ($) first, for its language:
+//
+//	T $ "area.page.what" args…   translated text; numbers among args get the language's digits
+//	num $ 1234                     "1,234" / "۱٬۲۳۴"; floats keep at most 2 decimals
+//	usd $ amount                   money.Nanos, api.USD or any integer of nano-dollars, exactly:
+//	                               "$0.0012", "$12.50", "$0.000000368" (see formatUSD)
+//	price $ p                      money.Price (or api.USD) per million tokens: "$0.15 / 1M"
+//	date $ t, datetime $ t         time.Time or *time.Time in UTC: "2025-03-21", "2025-03-21 13:05 UTC";
+//	                               in Persian the Solar Hijri date: "۱۴۰۴/۰۱/۰۱"; zero or nil: "—"
+//	day $ t                        a short day for chart labels and headings: "Mar 21", "۱ فروردین"
+//	pct $ 0.935                    "93.5%" / "۹۳٫۵٪" (a fraction; at most one decimal)
+//	csrf $                         the hidden input carrying the session's CSRF token
+//	chart $ c                      a Chart (or *Chart) as an inline SVG bar chart (charts.go)
+//	nav $                          the menu for the user's roles, the current item marked
+//	langs                          the catalogue's languages, for the switch
+//
+// A value of a type a function does not know is an error, so the page fails loudly in tests.
+func (c *Console) funcs() template.FuncMap {
+	// The catalogue has no logger of its own until now: report its missing keys in ours.
+	if c.i18n != nil && c.log != nil {
+		c.i18n.log = c.log
+	}
+	return template.FuncMap{
+		"T": func(p Page, key string, args ...any) string { return c.i18n.T(p.Lang, key, args...) },
+		"num": func(p Page, v any) (string, error) {
+			if !isNumber(v) {
+				return "", fmt.Errorf("num: %T is not a number", v)
+			}
+			return c.loc(p).number(v), nil
+		},
+		"usd": func(p Page, v any) (string, error) {
+			n, ok := toInt64(v)
+			if !ok {
+				return "", fmt.Errorf("usd: %T is not an amount of nano-dollars", v)
+			}
+			return c.loc(p).usd(n), nil
+		},
+		"price": func(p Page, v any) (string, error) {
+			n, ok := toInt64(v)
+			if !ok {
+				return "", fmt.Errorf("price: %T is not a price in nano-dollars per million tokens", v)
+			}
+			return c.i18n.T(p.Lang, "layout.price.per_million", c.loc(p).usd(n)), nil
+		},
+		"date": func(p Page, v any) (string, error) {
+			t, err := toTime(v)
+			if err != nil || t.IsZero() {
+				return "—", err
+			}
+			return c.loc(p).date(t), nil
+		},
+		"datetime": func(p Page, v any) (string, error) {
+			t, err := toTime(v)
+			if err != nil || t.IsZero() {
+				return "—", err
+			}
+			return c.loc(p).datetime(t), nil
+		},
+		"day": func(p Page, v any) (string, error) {
+			t, err := toTime(v)
+			if err != nil || t.IsZero() {
+				return "—", err
+			}
+			return c.dayLabel(p.Lang, t), nil
+		},
+		"pct": func(p Page, v any) (string, error) {
+			f, ok := toFloat(v)
+			if !ok {
+				return "", fmt.Errorf("pct: %T is not a number", v)
+			}
+			return c.loc(p).pct(f), nil
+		},
+		"csrf": func(p Page) template.HTML {
+			return template.HTML(`<input type="hidden" name="csrf" value="` + template.HTMLEscapeString(p.CSRF) + `">`)
+		},
+		"chart": func(p Page, v any) (template.HTML, error) {
+			switch ch := v.(type) {
+			case Chart:
+				return c.renderChart(p.Lang, ch), nil
+			case *Chart:
+				if ch == nil {
+					return c.renderChart(p.Lang, Chart{}), nil
+				}
+				return c.renderChart(p.Lang, *ch), nil
+			}
+			return "", fmt.Errorf("chart: %T is not a console.Chart", v)
+		},
+		"nav":   navFor,
+		"langs": c.i18n.Langs,
+	}
+}
+
+func (c *Console) loc(p Page) *locale { return c.i18n.locale(p.Lang) }
+
+// dayLabel is a short day in lang, for a chart's labels: "Mar 21" in English, "۱ فروردین" in
+// Persian (its calendar's month names come from the catalogue, lang.month.1 to 12).
+func (c *Console) dayLabel(lang string, t time.Time) string {
+	l := c.i18n.locale(lang)
+	_, m, d := l.ymd(t)
+	return c.i18n.T(lang, "lang.day_month", l.localDigits(strconv.Itoa(d)), c.i18n.T(lang, "lang.month."+strconv.Itoa(m)))
+}
+
+// NavItem is an entry of the menu.
+type NavItem struct {
+	Href    string
+	Key     string // its label's message key
+	Current bool   // the page shown is this item's, or below it
+}
+
+// NavSection is the menu of one role.
+type NavSection struct {
+	Key   string // its heading's message key
+	Items []NavItem
+}
+
+// navFor is the menu of p's user: a section per role, in the order buyer, provider, admin.
+// The item whose path is the longest prefix of the page's path is the current one, so that
+// /buyer/requests/req_1 marks Requests and /provider/nodes/n1 marks Nodes.
+func navFor(p Page) []NavSection {
+	u := p.User
+	if u == nil {
+		return nil
+	}
+	var out []NavSection
+	market := NavItem{Href: "/models", Key: "layout.nav.models"}
+	if u.Has(store.RoleBuyer) {
+		out = append(out, NavSection{Key: "layout.nav.buyer", Items: []NavItem{
+			{Href: "/buyer", Key: "layout.nav.overview"},
+			{Href: "/buyer/keys", Key: "layout.nav.keys"},
+			{Href: "/buyer/playground", Key: "layout.nav.playground"},
+			{Href: "/buyer/requests", Key: "layout.nav.requests"},
+			market,
+		}})
+	}
+	if u.Has(store.RoleProvider) {
+		items := []NavItem{
+			{Href: "/provider", Key: "layout.nav.nodes"},
+			{Href: "/provider/earnings", Key: "layout.nav.earnings"},
+		}
+		if !u.Has(store.RoleBuyer) {
+			items = append(items, market)
+		}
+		out = append(out, NavSection{Key: "layout.nav.provider", Items: items})
+	}
+	if u.Has(store.RoleAdmin) {
+		items := []NavItem{
+			{Href: "/admin", Key: "layout.nav.fleet"},
+			{Href: "/admin/accounts", Key: "layout.nav.accounts"},
+		}
+		if !u.Has(store.RoleBuyer) && !u.Has(store.RoleProvider) {
+			items = append(items, market)
+		}
+		out = append(out, NavSection{Key: "layout.nav.admin", Items: items})
+	}
+	best, bi, bj := -1, -1, -1
+	for i, s := range out {
+		for j, it := range s.Items {
+			if (p.Path == it.Href || strings.HasPrefix(p.Path, it.Href+"/")) && len(it.Href) > best {
+				best, bi, bj = len(it.Href), i, j
+			}
+		}
+	}
+	if bi >= 0 {
+		out[bi].Items[bj].Current = true
+	}
+	return out
+}
+
+// Numbers.
+
+func isNumber(v any) bool {
+	switch reflect.ValueOf(v).Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64:
+		return true
+	}
+	return false
+}
+
+// toInt64 reads any integer (money.Nanos, api.USD, money.Price, int, …).
+func toInt64(v any) (int64, bool) {
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return rv.Int(), true
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		if u := rv.Uint(); u <= math.MaxInt64 {
+			return int64(u), true
+		}
+	}
+	return 0, false
+}
+
+func toFloat(v any) (float64, bool) {
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Float32, reflect.Float64:
+		return rv.Float(), true
+	}
+	if n, ok := toInt64(v); ok {
+		return float64(n), true
+	}
+	return 0, false
+}
+
+func toTime(v any) (time.Time, error) {
+	switch t := v.(type) {
+	case time.Time:
+		return t, nil
+	case *time.Time:
+		if t == nil {
+			return time.Time{}, nil
+		}
+		return *t, nil
+	}
+	return time.Time{}, fmt.Errorf("%T is not a time.Time", v)
+}
+
+// localDigits writes the ASCII digits of s with l's digits.
+func (l *locale) localDigits(s string) string {
+	if l.digits[0] == "0" {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if r >= '0' && r <= '9' {
+			b.WriteString(l.digits[r-'0'])
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// localNumber writes a number that fmt wrote ("-12.5") with l's digits and decimal separator.
+func (l *locale) localNumber(s string) string {
+	return l.localDigits(strings.ReplaceAll(s, ".", l.decimal))
+}
+
+// grouped writes an unsigned integer's ASCII digits with l's digits and thousands separator.
+func (l *locale) grouped(digits string) string {
+	var b strings.Builder
+	for i, r := range digits {
+		if i > 0 && (len(digits)-i)%3 == 0 {
+			b.WriteString(l.group)
+		}
+		b.WriteString(l.digits[r-'0'])
+	}
+	return b.String()
+}
+
+// decimal writes a sign, whole part (ASCII digits) and fraction (ASCII digits, may be "") the
+// way l writes numbers.
+func (l *locale) decimalNumber(neg bool, whole, frac string) string {
+	s := l.grouped(whole)
+	if frac != "" {
+		s += l.decimal + l.localDigits(frac)
+	}
+	if neg {
+		s = "-" + s
+	}
+	return s
+}
+
+// number writes an integer with thousands separators, or a float with at most 2 decimals.
+func (l *locale) number(v any) string {
+	if n, ok := toInt64(v); ok {
+		return l.integer(n)
+	}
+	if f, ok := toFloat(v); ok {
+		return l.float(f, 2)
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Uint64 || rv.Kind() == reflect.Uint || rv.Kind() == reflect.Uintptr {
+		return l.grouped(strconv.FormatUint(rv.Uint(), 10))
+	}
+	return l.localDigits(fmt.Sprint(v))
+}
+
+func (l *locale) integer(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	return l.decimalNumber(neg, strings.TrimPrefix(s, "-"), "")
+}
+
+// float writes f rounded to at most prec decimals, trailing zeros trimmed.
+func (l *locale) float(f float64, prec int) string {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return "—"
+	}
+	s := strconv.FormatFloat(f, 'f', prec, 64)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	whole, frac, _ := strings.Cut(s, ".")
+	frac = strings.TrimRight(frac, "0")
+	if neg && strings.Trim(whole+frac, "0") == "" {
+		neg = false // "-0"
+	}
+	return l.decimalNumber(neg, whole, frac)
+}
+
+// fixed writes f with exactly prec decimals.
+func (l *locale) fixed(f float64, prec int) string {
+	s := strconv.FormatFloat(math.Abs(f), 'f', prec, 64)
+	whole, frac, _ := strings.Cut(s, ".")
+	return l.decimalNumber(f < 0 && strings.Trim(whole+frac, "0") != "", whole, frac)
+}
+
+// usd writes an amount of nano-dollars exactly, never rounded: the fraction keeps the digits
+// it needs (up to 9) and at least 2, so cents read as usual: "$12.00", "$0.50", "$0.0012",
+// "$0.000000368", "-$1.25", "$1,234.50". In Persian: "$۰٫۰۰۱۲".
+func (l *locale) usd(n int64) string {
+	neg := n < 0
+	u := uint64(n)
+	if neg {
+		u = uint64(-(n + 1)) + 1
+	}
+	whole, frac := u/1e9, u%1e9
+	f := strings.TrimRight(fmt.Sprintf("%09d", frac), "0")
+	for len(f) < 2 {
+		f += "0"
+	}
+	s := "$" + l.decimalNumber(false, strconv.FormatUint(whole, 10), f)
+	if neg {
+		s = "-" + s
+	}
+	return s
+}
+
+// dollars writes a float amount of dollars (a chart's value) with 2 to 6 decimals.
+func (l *locale) dollars(f float64) string {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return "—"
+	}
+	neg := f < 0
+	s := strconv.FormatFloat(math.Abs(f), 'f', 6, 64)
+	whole, frac, _ := strings.Cut(s, ".")
+	frac = strings.TrimRight(frac, "0")
+	for len(frac) < 2 {
+		frac += "0"
+	}
+	s = "$" + l.decimalNumber(false, whole, frac)
+	if neg && strings.Trim(whole+frac, "0") != "" {
+		s = "-" + s
+	}
+	return s
+}
+
+// pct writes a fraction as a percentage with at most one decimal: 0.935 → "93.5%".
+func (l *locale) pct(f float64) string {
+	return l.float(f*100, 1) + l.percent
+}
+
+// Dates.
+
+// ymd is t's UTC date in l's calendar.
+func (l *locale) ymd(t time.Time) (y, m, d int) {
+	t = t.UTC()
+	if l.calendar == "persian" {
+		return gregorianToPersian(t.Year(), int(t.Month()), t.Day())
+	}
+	return t.Year(), int(t.Month()), t.Day()
+}
+
+// date writes t's UTC day: "2025-03-21"; in the Persian calendar "۱۴۰۴/۰۱/۰۱" (year first, as
+// Iranians write it).
+func (l *locale) date(t time.Time) string {
+	y, m, d := l.ymd(t)
+	sep := "-"
+	if l.calendar == "persian" {
+		sep = "/"
+	}
+	return l.localDigits(fmt.Sprintf("%04d%s%02d%s%02d", y, sep, m, sep, d))
+}
+
+// datetime writes t's UTC day and minute: "2025-03-21 13:05 UTC".
+func (l *locale) datetime(t time.Time) string {
+	t = t.UTC()
+	return l.date(t) + " " + l.localDigits(t.Format("15:04")) + " UTC"
+}
+
+// gregorianToPersian converts a Gregorian date to the Solar Hijri (Jalali) calendar, Iran's
+// civil calendar, by the arithmetic of its 33-year cycles, which agrees with the official
+// (astronomical) calendar for the years around ours.
+func gregorianToPersian(gy, gm, gd int) (jy, jm, jd int) {
+	cum := [12]int{0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334}
+	gy2 := gy
+	if gm > 2 {
+		gy2 = gy + 1
+	}
+	days := 355666 + 365*gy + (gy2+3)/4 - (gy2+99)/100 + (gy2+399)/400 + gd + cum[gm-1]
+	jy = -1595 + 33*(days/12053)
+	days %= 12053
+	jy += 4 * (days / 1461)
+	days %= 1461
+	if days > 365 {
+		jy += (days - 1) / 365
+		days = (days - 1) % 365
+	}
+	if days < 186 {
+		jm, jd = 1+days/31, 1+days%31
+	} else {
+		jm, jd = 7+(days-186)/30, 1+(days-186)%30
+	}
+	return jy, jm, jd
+}
