@@ -2,6 +2,8 @@ package console
 
 import (
 	"cmp"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -162,6 +164,7 @@ func (c *Console) fleetCharts(r *http.Request, d adminFleetPage) []Chart {
 type adminAccountRow struct {
 	*store.Account
 	*store.Balance
+	Once string // names this rendering's credit form: submitted twice, it credits once
 }
 
 func (c *Console) adminAccounts(w http.ResponseWriter, r *http.Request) {
@@ -178,7 +181,9 @@ func (c *Console) adminAccounts(w http.ResponseWriter, r *http.Request) {
 			c.fail(w, r, err)
 			return
 		}
-		rows = append(rows, adminAccountRow{a, b})
+		var once [12]byte
+		rand.Read(once[:])
+		rows = append(rows, adminAccountRow{a, b, hex.EncodeToString(once[:])})
 	}
 	c.render(w, r, http.StatusOK, "admin_accounts", rows)
 }
@@ -210,9 +215,14 @@ func (c *Console) adminCredit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := c.cfg.Now()
-	ref := fmt.Sprintf("console:%s:%d", sessionOf(r).user.Email, now.UnixMilli())
+	once := r.FormValue("once")
+	if len(once) != 24 {
+		c.redirect(w, r, "/admin/accounts", "admin.flash.bad_amount")
+		return
+	}
+	ref := fmt.Sprintf("console:%s:%s", a.ID, once)
 	err = c.cfg.Store.Deposit(ctx, a.ID, amount, ref, now)
-	if errors.Is(err, store.ErrConflict) { // the same admin, the same millisecond: a double submit
+	if errors.Is(err, store.ErrConflict) { // the same form submitted twice
 		c.redirect(w, r, "/admin/accounts", "admin.flash.credit_twice")
 		return
 	}

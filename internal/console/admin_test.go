@@ -58,10 +58,15 @@ func TestAdmin_Credit(t *testing.T) {
 		t.Errorf("#accounts lacks the buyer's balance %s: %s", usdEN(t, before.Credits), got)
 	}
 
-	status, _, loc := ops.post("/admin/accounts/"+buyer.ID+"/credit", url.Values{"amount": {"12.5"}, "reference": {"wire 42"}})
+	if !strings.Contains(body, `name="once"`) {
+		t.Error("the credit form carries no once token")
+	}
+	form := url.Values{"amount": {"12.5"}, "reference": {"wire 42"}, "once": {"0123456789abcdef01234567"}}
+	status, _, loc := ops.post("/admin/accounts/"+buyer.ID+"/credit", form)
 	if status != http.StatusSeeOther || loc != "/admin/accounts" {
 		t.Fatalf("credit: %d to %q, want 303 to /admin/accounts", status, loc)
 	}
+	ops.post("/admin/accounts/"+buyer.ID+"/credit", form) // a double click: credited once
 	after, _ := env.Store.Balance(ctx, buyer.ID)
 	if got, want := after.Credits-before.Credits, 12*money.USD+money.USD/2; got != want {
 		t.Errorf("credited %s, want %s", got, want)

@@ -192,10 +192,10 @@ func safeMethod(m string) bool {
 // bytes) so that the handler finds it in r.PostForm. A request with the header keeps its body
 // unread, for a handler that reads JSON.
 func (c *Console) requestToken(w http.ResponseWriter, r *http.Request) (string, error) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxPageForm)
 	if tok := r.Header.Get(csrfHeader); tok != "" {
 		return tok, nil
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxPageForm)
 	var err error
 	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct == "multipart/form-data" {
 		err = r.ParseMultipartForm(maxPageForm)
@@ -320,7 +320,7 @@ func (c *Console) postLogin(w http.ResponseWriter, r *http.Request) {
 	email := normalizeEmail(r.PostForm.Get("email"))
 	addr := clientAddr(r)
 	data := &loginData{Email: email}
-	if wait := c.login.loginBlocked(addr, email); wait > 0 {
+	if wait := c.login.loginAttempt(addr, email); wait > 0 {
 		data.Error = retryLater(w, wait, "auth.login.too_many")
 		c.showForm(w, r, http.StatusTooManyRequests, "login", data)
 		return
@@ -343,8 +343,7 @@ func (c *Console) postLogin(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	if !ok || u == nil {
-		c.login.loginFailed(addr, email)
+	if !ok || u == nil { // counted already by loginAttempt
 		data.Error = &msg{Key: "auth.login.wrong"}
 		c.showForm(w, r, http.StatusUnprocessableEntity, "login", data)
 		return
@@ -541,7 +540,13 @@ var accountName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{2,31}$`)
 // validAccountName also refuses names that look like account ids ("acct_…"), which
 // store.Account would confuse with them.
 func validAccountName(s string) bool {
-	return accountName.MatchString(s) && !strings.HasPrefix(s, "acct_")
+	return accountName.MatchString(s) && !strings.HasPrefix(s, "acct_") && !reservedAccountName(s)
+}
+
+// reservedAccountName says whether a name is the platform's own or one the coordinator's
+// tools make (the probes' account, up's local accounts): nobody may sign up as them.
+func reservedAccountName(s string) bool {
+	return strings.HasPrefix(s, "shareai") || strings.HasPrefix(s, "local-") || s == "default"
 }
 
 // clientAddr is the address log-ins are counted by: the connection's IP, or its /64 for IPv6,
@@ -590,6 +595,23 @@ func (l *limiter) loginBlocked(addr, email string) time.Duration {
 	defer l.mu.Unlock()
 	now := l.now()
 	return max(l.byAddr.wait(addr, now), l.byEmail.wait(email, now))
+}
+
+// loginAttempt checks and counts a log-in attempt in one step, before its password is
+// checked: parallel attempts cannot all pass the check before any is counted. It returns
+// how long to wait when blocked (nothing counted then); a success takes the email's count
+// back with loginSucceeded.
+func (l *limiter) loginAttempt(addr, email string) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	if wait := max(l.byAddr.wait(addr, now), l.byEmail.wait(email, now)); wait > 0 {
+		return wait
+	}
+	l.sweep(now)
+	l.byAddr.add(addr, now)
+	l.byEmail.add(email, now)
+	return 0
 }
 
 // loginFailed counts a failed log-in.

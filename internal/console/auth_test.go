@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -882,5 +883,36 @@ func TestForms_TooLarge(t *testing.T) {
 	big = url.Values{"csrf": {b.token("/login")}, "email": {"bob@example.com"}, "password": {strings.Repeat("x", maxAuthForm)}}
 	if res := b.do("POST", "/login", big); res.status != http.StatusRequestEntityTooLarge {
 		t.Errorf("a log-in form over %d bytes: %d, want %d", maxAuthForm, res.status, http.StatusRequestEntityTooLarge)
+	}
+}
+
+// Parallel log-in attempts are counted before their passwords are checked: no more than the
+// limit get through, however many arrive at once.
+func TestLimiter_ParallelAttempts(t *testing.T) {
+	l := newLimiter(time.Now)
+	var passed atomic.Int32
+	var wg sync.WaitGroup
+	for range 60 {
+		wg.Go(func() {
+			if l.loginAttempt("203.0.113.7", "x@example.com") == 0 {
+				passed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if n := passed.Load(); n > 5 {
+		t.Errorf("%d of 60 parallel attempts were let through; want at most 5", n)
+	}
+}
+
+// The platform's own account names, and those the tools make, cannot be signed up for.
+func TestReservedAccountNames(t *testing.T) {
+	for _, name := range []string{"shareai-platform", "shareai", "local-buyer", "local-provider", "default"} {
+		if validAccountName(name) {
+			t.Errorf("%q can be signed up for", name)
+		}
+	}
+	if !validAccountName("ada-labs") {
+		t.Error("an ordinary name is refused")
 	}
 }

@@ -76,6 +76,11 @@ func shoot(t *testing.T, ctx context.Context, name string) {
 		if err := chromedp.Do(ctx, chromedp.EmulateViewport(size.w, size.h)); err != nil {
 			t.Fatalf("screenshot %s: %v", name, err)
 		}
+		// Nothing wider than the screen: a page that scrolls sideways on a phone is broken.
+		wide, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth + 1`))
+		if err != nil || wide {
+			t.Errorf("%s at %s width: wider than the screen (%v)", name, size.name, err)
+		}
 		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
 		if err != nil {
 			t.Fatalf("screenshot %s: %v", name, err)

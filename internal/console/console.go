@@ -18,6 +18,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -125,7 +126,11 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 		p.User, p.CSRF = s.user, s.csrf
 	}
 	if f, err := r.Cookie(flashCookie); err == nil {
-		p.Flash = c.i18n.T(lang, f.Value)
+		// The cookie is the browser's to send: only a flash message of the catalogue is shown,
+		// and nothing else it holds is looked up (or logged as missing).
+		if strings.Contains(f.Value, ".flash.") && c.i18n.Known(f.Value) {
+			p.Flash = c.i18n.T(lang, f.Value)
+		}
 		http.SetCookie(w, &http.Cookie{Name: flashCookie, Path: "/", MaxAge: -1})
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")

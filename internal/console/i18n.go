@@ -249,6 +249,12 @@ func (c *Catalog) T(lang, key string, args ...any) string {
 	return fmt.Sprintf(text, local...)
 }
 
+// Known says whether English, the catalogue every key must be in, has key.
+func (c *Catalog) Known(key string) bool {
+	_, ok := c.msgs[defaultLang][key]
+	return ok
+}
+
 // missing logs a missing key, once per language and key.
 func (c *Catalog) missing(lang, key string) {
 	if _, dup := c.missed.LoadOrStore(lang+"\x00"+key, struct{}{}); !dup {
@@ -363,6 +369,10 @@ func matchAcceptLanguage(header string, has func(string) bool) string {
 // accepted. It remembers the choice for a year and sends the browser back to the page it came
 // from (same origin only).
 func (c *Console) setLang(w http.ResponseWriter, r *http.Request) {
+	if err := crossOrigin.Check(r); err != nil { // another site may not switch a visitor's language
+		c.render(w, r, http.StatusForbidden, "error", map[string]string{"Message": "error.csrf"})
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
 	lang := r.PostFormValue("lang")
 	if !c.i18n.Has(lang) {

@@ -48,6 +48,9 @@ type Config struct {
 // fees.
 const PlatformAccount = "shareai-platform"
 
+// PlatformAccountID is the platform account's id, by which it is always found.
+const PlatformAccountID = "acct_platform"
+
 // Prober verifies nodes: a new node gets onboarding checks before live traffic, every live or
 // quarantined node gets canary probes at random times, and each node's score and level follow
 // its record by the rules of docs/reputation.md.
@@ -142,11 +145,15 @@ func (p *Prober) platformKey(ctx context.Context) (*store.Key, error) {
 
 func (p *Prober) makePlatformKey(ctx context.Context) (*store.Key, error) {
 	st := p.cfg.Store
-	acct, err := st.Account(ctx, PlatformAccount)
+	// By its fixed id, never by name: an account that took the name is not the platform's.
+	acct, err := st.Account(ctx, PlatformAccountID)
 	if errors.Is(err, store.ErrNotFound) {
-		acct = &store.Account{ID: "acct_platform", Name: PlatformAccount, CreatedAt: p.cfg.Now()}
+		acct = &store.Account{ID: PlatformAccountID, Name: PlatformAccount, CreatedAt: p.cfg.Now()}
 		if err = st.CreateAccount(ctx, acct); errors.Is(err, store.ErrConflict) {
-			acct, err = st.Account(ctx, PlatformAccount)
+			acct, err = st.Account(ctx, PlatformAccountID) // made meanwhile, or the name is taken
+			if err == nil && acct.ID != PlatformAccountID {
+				err = fmt.Errorf("the name %q belongs to another account", PlatformAccount)
+			}
 		}
 	}
 	if err != nil {
