@@ -10,6 +10,7 @@ import (
 
 	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
+	"github.com/shareai/shareai/internal/report"
 	"github.com/shareai/shareai/internal/reputation"
 	"github.com/shareai/shareai/internal/schedule"
 	"github.com/shareai/shareai/internal/store"
@@ -395,7 +396,7 @@ func (c *Console) providerNode(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	sched, err := scheduleOf(n)
+	sched, err := report.Schedule(n)
 	if err != nil {
 		c.log.Warn("console: node's windows", "node", id, "err", err)
 	}
@@ -552,102 +553,21 @@ type provDay struct {
 	HasWindow       bool
 }
 
-// nodeRecord is a node's record per UTC day from since to now, and over the whole period, as
-// the provider API's report computes it (internal/gateway/provider.go): online time is the
-// sessions' time within each day; a session's busy time is spread over its days in proportion
-// to its online time in each; uptime in windows is the online time inside the declared
-// windows over their time (no windows: the whole day).
+// nodeRecord is a node's record per UTC day from since to now, newest first, and over the whole
+// period: report.NodeDays, as the provider API computes it.
 func nodeRecord(nodeID string, since, now time.Time, sessions []*store.NodeSession, counts []store.NodeDay,
 	earnings []store.Earning, sched *schedule.Schedule) ([]provDay, provDay) {
-	var days []provDay
-	var inWindows []time.Duration
-	for day := since; day.Before(now); day = day.AddDate(0, 0, 1) {
-		end := earlierTime(day.AddDate(0, 0, 1), now)
-		d := provDay{Day: day, Window: sched.Overlap(day, end)}
-		var in time.Duration
-		for _, s := range sessions {
-			from, to := laterTime(s.ConnectedAt, day), earlierTime(s.LastSeen, end)
-			if !from.Before(to) {
-				continue
-			}
-			d.Online += to.Sub(from)
-			in += sched.Overlap(from, to)
-			if total := s.LastSeen.Sub(s.ConnectedAt); total > 0 {
-				d.Busy += time.Duration(float64(s.Busy) * float64(to.Sub(from)) / float64(total))
-			}
-		}
-		days, inWindows = append(days, d), append(inWindows, in)
+	days, total := report.NodeDays(nodeID, since, now, sessions, counts, earnings, sched)
+	out := make([]provDay, len(days))
+	for i, d := range days {
+		out[len(days)-1-i] = provDayOf(d) // newest first, as people read a log
 	}
-	for _, ct := range counts {
-		if i := provDayIndex(since, ct.Day); i >= 0 && i < len(days) {
-			d := &days[i]
-			d.Jobs, d.Failed, d.PromptTokens, d.CompletionTokens = ct.Jobs, ct.Failed, ct.PromptTokens, ct.CompletionTokens
-		}
-	}
-	for _, e := range earnings {
-		if i := provDayIndex(since, e.Day); e.NodeID == nodeID && i >= 0 && i < len(days) {
-			days[i].Pending += e.Pending
-			days[i].Available += e.Available
-		}
-	}
-	var tot provDay
-	var totIn time.Duration
-	for i := range days {
-		d := &days[i]
-		setRates(d, inWindows[i])
-		tot.Jobs += d.Jobs
-		tot.Failed += d.Failed
-		tot.PromptTokens += d.PromptTokens
-		tot.CompletionTokens += d.CompletionTokens
-		tot.Pending += d.Pending
-		tot.Available += d.Available
-		tot.Online += d.Online
-		tot.Busy += d.Busy
-		tot.Window += d.Window
-		totIn += inWindows[i]
-	}
-	setRates(&tot, totIn)
-	slices.Reverse(days) // newest first, as people read a log
-	return days, tot
+	return out, provDayOf(total)
 }
 
-// setRates sets a day's fill rate and uptime in its windows.
-func setRates(d *provDay, inWindows time.Duration) {
-	if d.Online > 0 {
-		d.FillRate = min(float64(d.Busy)/float64(d.Online), 1)
-	}
-	if d.Window > 0 {
-		d.UptimeInWindows, d.HasWindow = min(float64(inWindows)/float64(d.Window), 1), true
-	}
-}
-
-func earlierTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
-func laterTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-// scheduleOf is the node's declared windows; nil when it declared none (always available). A
-// node that could not name its time zone ("" or "Local") is read in UTC.
-func scheduleOf(n *store.Node) (*schedule.Schedule, error) {
-	if n.Windows == "" {
-		return nil, nil
-	}
-	loc := time.UTC
-	if n.Timezone != "" && n.Timezone != "Local" {
-		l, err := time.LoadLocation(n.Timezone)
-		if err != nil {
-			return nil, err
-		}
-		loc = l
-	}
-	return schedule.Parse(n.Windows, loc)
+func provDayOf(d report.Day) provDay {
+	p := provDay{Day: d.Day, Jobs: d.Jobs, Failed: d.Failed, PromptTokens: d.PromptTokens, CompletionTokens: d.CompletionTokens,
+		Pending: d.Pending, Available: d.Available, Online: d.Online, Busy: d.Busy, Window: d.Window, FillRate: d.FillRate()}
+	p.UptimeInWindows, p.HasWindow = d.UptimeInWindows()
+	return p
 }

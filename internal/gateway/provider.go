@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/shareai/shareai/internal/api"
-	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
+	"github.com/shareai/shareai/internal/report"
 	"github.com/shareai/shareai/internal/schedule"
 	"github.com/shareai/shareai/internal/store"
 )
@@ -230,7 +230,7 @@ func (g *Gateway) providerNode(w http.ResponseWriter, r *http.Request, c *call) 
 	if err != nil {
 		return err
 	}
-	sched, err := nodeSchedule(n)
+	sched, err := report.Schedule(n)
 	if err != nil {
 		g.log.Warn("node's windows", logNode, id, "err", err)
 	}
@@ -296,110 +296,31 @@ func (g *Gateway) nodeInfo(n *store.Node) NodeInfo {
 	return info
 }
 
-// nodeSchedule is the node's declared windows; nil when it declared none (always available).
-func nodeSchedule(n *store.Node) (*schedule.Schedule, error) {
-	if n.Windows == "" {
-		return nil, nil
-	}
-	loc := time.UTC // a node that could not name its zone ("" or "Local") is read in UTC
-	if n.Timezone != "" && n.Timezone != "Local" {
-		l, err := time.LoadLocation(n.Timezone)
-		if err != nil {
-			return nil, err
-		}
-		loc = l
-	}
-	return schedule.Parse(n.Windows, loc)
-}
-
-// nodeDays is a node's record per UTC day from since to now, and over the whole period.
-// Online time is the sessions' time within each day; a session's busy time is spread over its
-// days in proportion to its online time in each. Uptime in windows is the online time inside
-// the declared windows over their time (always available: the whole day).
+// nodeDays is a node's record per UTC day from since to now (report.NodeDays), and over the
+// whole period, as the API shows them.
 func nodeDays(nodeID string, since, now time.Time, sessions []*store.NodeSession, counts []store.NodeDay,
 	earnings []store.Earning, sched *schedule.Schedule) ([]NodeDayReport, NodeDayReport) {
-	var days []NodeDayReport
-	var online, busy, window, onlineInWindows []time.Duration
-	for day := since; day.Before(now); day = day.AddDate(0, 0, 1) {
-		end := minTime(day.AddDate(0, 0, 1), now)
-		days = append(days, NodeDayReport{Date: day.Format(time.DateOnly)})
-		online, busy = append(online, 0), append(busy, 0)
-		window = append(window, sched.Overlap(day, end))
-		onlineInWindows = append(onlineInWindows, 0)
-		for _, s := range sessions {
-			from, to := maxTime(s.ConnectedAt, day), minTime(s.LastSeen, end)
-			if !from.Before(to) {
-				continue
-			}
-			i := len(days) - 1
-			online[i] += to.Sub(from)
-			onlineInWindows[i] += sched.Overlap(from, to)
-			if total := s.LastSeen.Sub(s.ConnectedAt); total > 0 {
-				busy[i] += time.Duration(float64(s.Busy) * float64(to.Sub(from)) / float64(total))
-			}
-		}
+	days, total := report.NodeDays(nodeID, since, now, sessions, counts, earnings, sched)
+	out := make([]NodeDayReport, len(days))
+	for i, d := range days {
+		out[i] = dayReport(d)
+		out[i].Date = d.Day.Format(time.DateOnly)
 	}
-	index := func(t time.Time) int { return int(t.Sub(since) / (24 * time.Hour)) }
-	for _, c := range counts {
-		if i := index(c.Day); i >= 0 && i < len(days) {
-			d := &days[i]
-			d.Jobs, d.Failed, d.PromptTokens, d.CompletionTokens = c.Jobs, c.Failed, c.PromptTokens, c.CompletionTokens
-		}
-	}
-	pending, available := make([]money.Nanos, len(days)), make([]money.Nanos, len(days))
-	for _, e := range earnings {
-		if i := index(e.Day); e.NodeID == nodeID && i >= 0 && i < len(days) {
-			pending[i] += e.Pending
-			available[i] += e.Available
-		}
-	}
-	var tot NodeDayReport
-	var totOnline, totBusy, totWindow, totIn time.Duration
-	var totPending, totAvailable money.Nanos
-	for i := range days {
-		d := &days[i]
-		fill(d, online[i], busy[i], window[i], onlineInWindows[i], pending[i], available[i])
-		tot.Jobs += d.Jobs
-		tot.Failed += d.Failed
-		tot.PromptTokens += d.PromptTokens
-		tot.CompletionTokens += d.CompletionTokens
-		totOnline, totBusy, totWindow, totIn = totOnline+online[i], totBusy+busy[i], totWindow+window[i], totIn+onlineInWindows[i]
-		totPending, totAvailable = totPending+pending[i], totAvailable+available[i]
-	}
-	fill(&tot, totOnline, totBusy, totWindow, totIn, totPending, totAvailable)
-	return days, tot
+	return out, dayReport(total)
 }
 
-// fill sets a day's times, rates and earnings.
-func fill(d *NodeDayReport, online, busy, window, onlineInWindows time.Duration, pending, available money.Nanos) {
-	d.OnlineSeconds, d.BusySeconds, d.WindowSeconds = int64(online/time.Second), int64(busy/time.Second), int64(window/time.Second)
-	d.EarnedPending, d.EarnedAvailable = usd(pending), usd(available)
-	if online > 0 {
-		d.FillRate = ratio(busy, online)
+// dayReport is a day of report.NodeDays as the API shows it: seconds, and rates to 4 places.
+func dayReport(d report.Day) NodeDayReport {
+	r := NodeDayReport{Jobs: d.Jobs, Failed: d.Failed, PromptTokens: d.PromptTokens, CompletionTokens: d.CompletionTokens,
+		EarnedPending: usd(d.Pending), EarnedAvailable: usd(d.Available),
+		OnlineSeconds: int64(d.Online / time.Second), BusySeconds: int64(d.Busy / time.Second), WindowSeconds: int64(d.Window / time.Second),
+		FillRate: round4(d.FillRate())}
+	if up, ok := d.UptimeInWindows(); ok {
+		r.UptimeInWindows = round4(up)
 	}
-	if window > 0 {
-		d.UptimeInWindows = ratio(onlineInWindows, window)
-	}
+	return r
 }
 
-// ratio is a/b rounded to 4 places, at most 1.
-func ratio(a, b time.Duration) float64 {
-	r := min(float64(a)/float64(b), 1)
-	return float64(int64(r*10000+0.5)) / 10000
-}
+func round4(x float64) float64 { return float64(int64(x*10000+0.5)) / 10000 }
 
 func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/shareai/shareai/internal/fleet"
+	"github.com/shareai/shareai/internal/report"
 	"github.com/shareai/shareai/internal/reputation"
-	"github.com/shareai/shareai/internal/schedule"
 	"github.com/shareai/shareai/internal/store"
 )
 
@@ -153,38 +153,18 @@ func (p *Prober) uptime(ctx context.Context, n *store.Node, now time.Time) (floa
 	if p.started.After(since) {
 		since = p.started
 	}
-	var sched *schedule.Schedule
-	if n.Windows != "" {
-		loc := time.UTC
-		if n.Timezone != "" && n.Timezone != "Local" {
-			if l, err := time.LoadLocation(n.Timezone); err == nil {
-				loc = l
-			}
-		}
-		if s, err := schedule.Parse(n.Windows, loc); err == nil {
-			sched = s
-		}
-	}
-	meant := sched.Overlap(since, now)
-	if meant < time.Minute {
-		return -1, nil
+	sched, err := report.Schedule(n)
+	if err != nil {
+		sched = nil // windows it cannot have meant: count every hour
 	}
 	sessions, err := p.cfg.Store.NodeSessions(ctx, n.ID, since)
 	if err != nil {
 		return 0, err
 	}
-	var online time.Duration
-	for _, s := range sessions {
-		from, to := s.ConnectedAt, s.LastSeen
-		if !s.Ended {
-			to = now
-		}
-		if from.Before(since) {
-			from = since
-		}
-		online += sched.Overlap(from, to)
+	if share, ok := report.Uptime(sessions, sched, since, now); ok {
+		return share, nil
 	}
-	return min(float64(online)/float64(meant), 1), nil
+	return -1, nil
 }
 
 // measured is what the fleet measured of the node's offers: reliability (the mean over offers
