@@ -537,29 +537,35 @@ func TestLogin_RateLimitPerAddress(t *testing.T) {
 func TestLimiter(t *testing.T) {
 	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	l := newLimiter(func() time.Time { return now })
-	for range loginsByEmail - 1 {
-		l.loginFailed("a", "x@example.com")
-	}
-	if w := l.loginBlocked("a", "x@example.com"); w != 0 {
-		t.Fatalf("blocked after %d failures: %v", loginsByEmail-1, w)
+	for i := range loginsByEmail - 1 {
+		if w := l.loginAttempt("a", "x@example.com"); w != 0 {
+			t.Fatalf("attempt %d blocked: %v", i+1, w)
+		}
 	}
 	now = now.Add(time.Minute)
-	l.loginFailed("b", "x@example.com")
-	// The oldest failure, a minute ago, leaves the window in 14 minutes.
-	if w := l.loginBlocked("c", "x@example.com"); w != loginWindow-time.Minute {
-		t.Errorf("after %d failures: wait %v, want %v", loginsByEmail, w, loginWindow-time.Minute)
+	if w := l.loginAttempt("b", "x@example.com"); w != 0 {
+		t.Fatalf("attempt %d blocked: %v", loginsByEmail, w)
+	}
+	// The oldest attempt, a minute ago, leaves the window in 14 minutes.
+	if w := l.loginAttempt("c", "x@example.com"); w != loginWindow-time.Minute {
+		t.Errorf("after %d attempts: wait %v, want %v", loginsByEmail, w, loginWindow-time.Minute)
 	}
 	now = now.Add(loginWindow - time.Minute - time.Second)
-	if w := l.loginBlocked("c", "x@example.com"); w != time.Second {
+	if w := l.loginAttempt("c", "x@example.com"); w != time.Second {
 		t.Errorf("a second before the oldest leaves: wait %v, want 1s", w)
 	}
 	now = now.Add(time.Second)
-	if w := l.loginBlocked("c", "x@example.com"); w != 0 {
+	if w := l.loginAttempt("c", "x@example.com"); w != 0 {
 		t.Errorf("once the oldest left: wait %v, want 0", w)
 	}
+	// A success takes the email's count back.
+	l.loginSucceeded("x@example.com")
+	if n := len(l.byEmail.hits["x@example.com"]); n != 0 {
+		t.Errorf("after a success: %d attempts kept for the email, want 0", n)
+	}
 	// Sweeping forgets what left its window.
-	now = now.Add(loginWindow)
-	l.loginFailed("d", "y@example.com")
+	now = now.Add(2 * loginWindow)
+	l.loginAttempt("d", "y@example.com")
 	if len(l.byEmail.hits) != 1 || len(l.byAddr.hits) != 1 {
 		t.Errorf("after a sweep: %d emails and %d addresses kept, want 1 and 1", len(l.byEmail.hits), len(l.byAddr.hits))
 	}

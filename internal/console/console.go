@@ -3,7 +3,7 @@
 // message catalogues embedded, no JavaScript build step and no CDN.
 //
 // Pages are templates/<name>.html, each defining "title" and "content" inside
-// templates/layout.html. Every text comes from the message catalogues (messages/<lang>.json)
+// templates/layout.html. Every text comes from the message catalogues (messages/<lang>/<area>.json)
 // through the template function T, so another language is a file. A page's handler returns
 // the data it renders; render adds what every page has (the user, the language and its
 // direction, the CSRF token, the flash message).

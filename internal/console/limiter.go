@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// limiter counts failed log-ins per client address and per email, and sign-ups per address,
+// limiter counts log-in attempts (a success takes its email's back) per client address and per email, and sign-ups per address,
 // each in a sliding window. It is in memory: each coordinator process counts its own.
 type limiter struct {
 	now func() time.Time
@@ -26,14 +26,6 @@ func newLimiter(now func() time.Time) *limiter {
 	}
 }
 
-// loginBlocked returns how long log-ins from addr, or to email, must wait; 0: they may go on.
-func (l *limiter) loginBlocked(addr, email string) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.now()
-	return max(l.byAddr.wait(addr, now), l.byEmail.wait(email, now))
-}
-
 // loginAttempt checks and counts a log-in attempt in one step, before its password is
 // checked: parallel attempts cannot all pass the check before any is counted. It returns
 // how long to wait when blocked (nothing counted then); a success takes the email's count
@@ -49,16 +41,6 @@ func (l *limiter) loginAttempt(addr, email string) time.Duration {
 	l.byAddr.add(addr, now)
 	l.byEmail.add(email, now)
 	return 0
-}
-
-// loginFailed counts a failed log-in.
-func (l *limiter) loginFailed(addr, email string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.now()
-	l.sweep(now)
-	l.byAddr.add(addr, now)
-	l.byEmail.add(email, now)
 }
 
 // loginSucceeded clears the email's failures (not the address's).
