@@ -53,6 +53,8 @@ func TestDependencies(t *testing.T) {
 		{"internal/matcher", true, []string{"internal/store", "internal/gateway", "internal/relay"}},
 		{"internal/relay", true, []string{"internal/store", "internal/gateway"}},
 		{"internal/protocol", false, []string{"internal/"}},
+		{"internal/tracing", false, []string{"internal/"}},
+		{"internal/metrics", false, []string{"internal/store", "internal/gateway", "internal/fleet", "internal/agent"}},
 		{"internal/api", false, []string{"internal/store", "internal/fleet", "internal/gateway"}},
 	}
 	for _, tt := range tests {

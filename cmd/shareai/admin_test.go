@@ -730,3 +730,61 @@ func TestAdmin_AuditEmpty(t *testing.T) {
 		t.Errorf("admin audit on a new network: %q", out)
 	}
 }
+
+func TestKeys_RateLimits(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	code, out, errs := shareai(t, "keys", "create", "--data-dir", dir, "--account", "alice", "--rpm", "60", "--tpm", "90000", "--concurrent", "-1")
+	if code != 0 || !strings.HasPrefix(out, "sk-") || !strings.Contains(errs, "60 requests per minute, 90000 tokens per minute, no limit of requests at once") {
+		t.Fatalf("keys create --rpm --tpm --concurrent = %d, %q, %q", code, out, errs)
+	}
+	secret := strings.TrimSpace(out)
+	key := func() *store.Key {
+		var k *store.Key
+		withStore(t, dir, func(st *sqlstore.DB) {
+			var err error
+			if k, err = st.KeyByHash(ctx, store.HashSecret(secret)); err != nil {
+				t.Fatal(err)
+			}
+		})
+		return k
+	}
+	k := key()
+	if want := (store.RateLimits{RequestsPerMinute: 60, TokensPerMinute: 90000, Concurrent: -1}); k.Limits != want {
+		t.Errorf("stored limits %+v, want %+v", k.Limits, want)
+	}
+	if out := must(t, "keys", "list", "--data-dir", dir); !strings.Contains(out, "60 rpm, 90000 tpm, any number at once") {
+		t.Errorf("keys list:\n%s\nwant the key's rate limits", out)
+	}
+	// Flags before or after the key; a limit not given goes back to the default.
+	out = must(t, "keys", "limits", "--data-dir", dir, k.Prefix, "--concurrent", "2")
+	if !strings.Contains(out, "the coordinator's default requests per minute, the coordinator's default tokens per minute, 2 requests at once") {
+		t.Errorf("keys limits: %q", out)
+	}
+	if got := key().Limits; got != (store.RateLimits{Concurrent: 2}) {
+		t.Errorf("limits after keys limits: %+v, want only 2 at once", got)
+	}
+	must(t, "keys", "limits", "--data-dir", dir, "--rpm", "5", k.ID)
+	if got := key().Limits; got != (store.RateLimits{RequestsPerMinute: 5}) {
+		t.Errorf("limits after keys limits --rpm 5: %+v", got)
+	}
+	for _, tt := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"below -1", []string{"create", "--rpm", "-2"}, 1, "--rpm"},
+		{"provider token", []string{"create", "--provider", "--tpm", "5"}, 1, "provider token"},
+		{"no key", []string{"limits", "--rpm", "5"}, 2, "one key id or prefix"},
+		{"two keys", []string{"limits", k.ID, k.ID}, 2, "one key id or prefix"},
+		{"unknown key", []string{"limits", "key_nope"}, 1, "not found"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, errs := shareai(t, append(append([]string{"keys"}, tt.args...), "--data-dir", dir)...)
+			if code != tt.code || !strings.Contains(errs, tt.want) {
+				t.Errorf("= %d, %q; want %d and %q", code, errs, tt.code, tt.want)
+			}
+		})
+	}
+}

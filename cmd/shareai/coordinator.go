@@ -7,23 +7,27 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 
 	"github.com/shareai/shareai/internal/config"
 	"github.com/shareai/shareai/internal/coordinator"
+	"github.com/shareai/shareai/internal/metrics"
 	"github.com/shareai/shareai/internal/store/sqlstore"
 )
 
 func runCoordinator(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg config.Coordinator
-	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
-	cfg.Flags(fs)
-	if err := parse(fs, args, stderr, `Run the coordinator: the buyers' OpenAI-compatible API (/v1/...), the endpoint agents
+	fs, check := coordinatorFlags(&cfg)
+	if err := parseFile(fs, args, stderr, `Run the coordinator: the buyers' OpenAI-compatible API (/v1/...), the endpoint agents
 connect to (/v1/agent/connect), and health checks (/healthz, /readyz). State lives in
 SQLite in --data-dir, beside coordinator.key, the key receipts are countersigned with (its
-public half: GET /v1/receipts/key). Create keys with 'shareai keys' on this machine.`); err != nil {
+public half: GET /v1/receipts/key). Create keys with 'shareai keys' on this machine.
+Settings come from the YAML file --config (keys are the flags' names: addr: 0.0.0.0:8080),
+then the environment, then these flags; see docs/configuration.md.`); err != nil {
 		return err
 	}
 	if err := cfg.Validate(); err != nil {
@@ -41,6 +45,9 @@ public half: GET /v1/receipts/key). Create keys with 'shareai keys' on this mach
 		}
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
+	if *check {
+		return printSettings(stdout, fs)
+	}
 	var st *sqlstore.DB
 	if cfg.DB != "" {
 		st, err = sqlstore.Open(ctx, cfg.DB)
@@ -57,12 +64,19 @@ public half: GET /v1/receipts/key). Create keys with 'shareai keys' on this mach
 			return err
 		}
 	}
+	tp, stopTracing, err := startTracing(cfg.Trace, "shareai-coordinator", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // after Serve has drained the requests in flight
 	fee, _ := cfg.Money.FeeBasisPoints()
 	c := coordinator.New(coordinator.Config{
 		Store: st, Log: log, DrainTimeout: cfg.DrainTimeout, HeartbeatInterval: cfg.HeartbeatInterval,
 		MaxBodyBytes: cfg.MaxBodyBytes, TLS: tlsCfg,
 		FeeBasisPoints: fee, SettlementDelay: cfg.Money.SettlementDelay, DefaultMaxTokens: cfg.Money.DefaultMaxTokens,
 		StallTimeout: cfg.StallTimeout, ReceiptKey: key, ProbeEvery: cfg.ProbeEvery, TrustNewNodes: cfg.TrustNewNodes,
+		KeyLimits: cfg.Limits.KeyLimits(), MaxTokensLimit: cfg.Limits.MaxTokens,
+		TracerProvider: tp,
 	})
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -73,7 +87,41 @@ public half: GET /v1/receipts/key). Create keys with 'shareai keys' on this mach
 		scheme = "https"
 	}
 	log.Info("coordinator listening", "url", scheme+"://"+ln.Addr().String(), "store", st.String())
+	if err := serveMetrics(ctx, cfg.MetricsAddr, c.MetricsHandler(), log, true); err != nil {
+		ln.Close()
+		return err
+	}
 	return c.Serve(ctx, ln)
+}
+
+// serveMetrics serves Prometheus metrics at addr (none when empty) until ctx is done. When
+// addr cannot be listened on, it fails if required, else it warns and serves none.
+func serveMetrics(ctx context.Context, addr string, h http.Handler, log *slog.Logger, required bool) error {
+	if addr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil && !required {
+		log.Warn("no metrics endpoint: its address is taken (set --metrics-addr)", "addr", addr, "err", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("--metrics-addr: %w (set another address, or --metrics-addr= for none)", err)
+	}
+	log.Info("metrics at http://" + ln.Addr().String() + "/metrics")
+	go func() {
+		if err := metrics.Serve(ctx, ln, h); err != nil {
+			log.Error("metrics endpoint stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+// coordinatorFlags is the coordinator's flag set: its settings, and --check-config.
+func coordinatorFlags(cfg *config.Coordinator) (*flag.FlagSet, *bool) {
+	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
+	cfg.Flags(fs)
+	return fs, checkFlag(fs)
 }
 
 // openStore opens the coordinator's database in dataDir, creating the directory if needed.

@@ -9,8 +9,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,7 +28,10 @@ import (
 // TestMain lets a test run this binary as `shareai`, in a process of its own that it can kill.
 func TestMain(m *testing.M) {
 	if os.Getenv("SHAREAI_TEST_AS_MAIN") == "1" {
-		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM) // as main does
+		code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }
@@ -34,7 +39,7 @@ func TestMain(m *testing.M) {
 // startCoordinator runs `shareai coordinator` in a child process.
 func startCoordinator(t *testing.T, addr, dataDir string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "coordinator", "--addr", addr, "--data-dir", dataDir, "--log-level", "warn", "--trust-new-nodes")
+	cmd := exec.Command(os.Args[0], "coordinator", "--addr", addr, "--data-dir", dataDir, "--log-level", "warn", "--trust-new-nodes", "--metrics-addr", "")
 	cmd.Env = append(os.Environ(), "SHAREAI_TEST_AS_MAIN=1")
 	cmd.Stderr = io.Discard
 	if err := cmd.Start(); err != nil {

@@ -21,7 +21,9 @@ const keysAbout = `Manage buyers' API keys (sk-…) and providers' tokens (spt-�
 
   shareai keys create [--account NAME] [--name LABEL] [--provider]
                       [--limit USD [--period daily|weekly|monthly]]
+                      [--rpm N] [--tpm N] [--concurrent N]
   shareai keys list   [--account NAME] [--provider]
+  shareai keys limits KEY-ID-OR-PREFIX [--rpm N] [--tpm N] [--concurrent N]
   shareai keys revoke KEY-ID-OR-PREFIX
 
 'keys' works on the coordinator's database directly (SQLite in --data-dir, or --db URL for
@@ -30,15 +32,20 @@ coordinator need not be stopped.
 A created key is printed once: only its hash is stored. A revoked key stops working within
 seconds (the coordinator caches valid keys for 10s). --limit caps what a new API key can
 spend per UTC day, week (from Monday) or month (--period, default monthly); change or
-remove the cap later with 'shareai admin cap --key KEY-ID'.`
+remove the cap later with 'shareai admin cap --key KEY-ID'.
+--rpm, --tpm and --concurrent limit an API key's requests per minute, tokens per minute and
+requests in flight at once, in each coordinator process (429 beyond them); 0 takes the
+coordinator's --key-rpm, --key-tpm or --key-concurrent, -1 lifts it. 'keys limits' sets all
+three of an existing key: a limit not given goes back to the coordinator's default. The
+coordinator applies a change within seconds.`
 
 func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || (args[0] != "create" && args[0] != "list" && args[0] != "revoke") {
+	if len(args) == 0 || (args[0] != "create" && args[0] != "list" && args[0] != "limits" && args[0] != "revoke") {
 		w, err := stderr, errUsage
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			w, err = stdout, nil
 		}
-		fmt.Fprintln(w, keysAbout+"\n\nFlags: --data-dir DIR (default ./.shareai) or --db URL, --account NAME, --name LABEL, --provider,\n--limit USD --period daily|weekly|monthly, --routing JSON, --models LIST; see 'shareai keys create --help'.")
+		fmt.Fprintln(w, keysAbout+"\n\nFlags: --data-dir DIR (default ./.shareai) or --db URL, --account NAME, --name LABEL, --provider,\n--limit USD --period daily|weekly|monthly, --routing JSON, --models LIST, --rpm N, --tpm N, --concurrent N;\nsee 'shareai keys create --help'.")
 		return err
 	}
 	verb := args[0]
@@ -52,6 +59,10 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	routing := fs.String("routing", "", `create: the API key's default routing preferences, as a request's provider object, e.g. '{"regions":["eu"],"sort":"price"}'`)
 	models := fs.String("models", "", "create: the only models the API key may use, comma-separated, in order of preference (also its fallbacks)")
 	period := fs.String("period", store.Monthly, "create: the --limit's window: daily, weekly or monthly (UTC)")
+	var limits store.RateLimits
+	fs.IntVar(&limits.RequestsPerMinute, "rpm", 0, "create, limits: requests per minute the API key may make (0: the coordinator's --key-rpm; -1: unlimited)")
+	fs.IntVar(&limits.TokensPerMinute, "tpm", 0, "create, limits: tokens per minute the API key may use (0: the coordinator's --key-tpm; -1: unlimited)")
+	fs.IntVar(&limits.Concurrent, "concurrent", 0, "create, limits: requests the API key may have in flight at once (0: the coordinator's --key-concurrent; -1: unlimited)")
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, keysAbout+"\n\nFlags:")
@@ -65,6 +76,22 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		return errUsage
+	}
+	var target string // the key of limits and revoke
+	if verb == "limits" || verb == "revoke" {
+		if fs.NArg() > 0 {
+			target = fs.Arg(0)
+			if err := fs.Parse(fs.Args()[1:]); err != nil { // flags after the key
+				return errUsage
+			}
+		}
+		if target == "" || fs.NArg() != 0 {
+			fmt.Fprintln(stderr, verb+" takes one key id or prefix")
+			return errUsage
+		}
+	}
+	if err := checkRateLimits(limits, *provider); err != nil {
+		return err
 	}
 	kind := store.KeyBuyer
 	if *provider {
@@ -99,6 +126,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			}
 		}
 		secret, k := store.NewKey(acct.ID, kind, *name, time.Now())
+		k.Limits = limits
 		if *routing != "" {
 			k.Routing = []byte(*routing)
 		}
@@ -122,6 +150,9 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			per := map[string]string{store.Daily: "day", store.Weekly: "week", store.Monthly: "month"}[keyCap.Period]
 			fmt.Fprintf(stderr, "It can spend at most $%s a %s (UTC).\n", keyCap.Limit, per)
 		}
+		if limits != (store.RateLimits{}) {
+			fmt.Fprintf(stderr, "Its rate limits: %s.\n", describeLimits(limits))
+		}
 		fmt.Fprintln(stdout, secret)
 		return nil
 	case "list":
@@ -138,7 +169,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tPREFIX\tACCOUNT\tNAME\tCREATED\tSTATUS")
+		fmt.Fprintln(tw, "ID\tPREFIX\tACCOUNT\tNAME\tCREATED\tSTATUS\tRATE LIMITS")
 		names := map[string]string{}
 		for _, k := range keys {
 			if _, ok := names[k.AccountID]; !ok {
@@ -147,21 +178,27 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 					names[k.AccountID] = a.Name
 				}
 			}
-			status := "active"
+			status, rate := "active", shortLimits(k.Limits)
+			if k.Kind == store.KeyProvider {
+				rate = "-"
+			}
 			if k.Revoked() {
 				status = "revoked " + k.RevokedAt.UTC().Format(time.DateTime)
 			}
-			fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\t%s\t%s\n", k.ID, k.Prefix, names[k.AccountID], k.Name, k.CreatedAt.UTC().Format(time.DateTime), status)
+			fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Prefix, names[k.AccountID], k.Name, k.CreatedAt.UTC().Format(time.DateTime), status, rate)
 		}
 		return tw.Flush()
-	default: // revoke
-		if fs.NArg() != 1 {
-			fmt.Fprintln(stderr, "revoke takes one key id or prefix")
-			return errUsage
-		}
-		k, err := st.RevokeKey(ctx, fs.Arg(0), time.Now())
+	case "limits":
+		k, err := st.SetKeyLimits(ctx, target, limits)
 		if err != nil {
-			return fmt.Errorf("revoke %s: %w", fs.Arg(0), err)
+			return fmt.Errorf("limits of %s: %w", target, err)
+		}
+		fmt.Fprintf(stdout, "Limits of %s (%s…): %s.\n", k.ID, k.Prefix, describeLimits(k.Limits))
+		return nil
+	default: // revoke
+		k, err := st.RevokeKey(ctx, target, time.Now())
+		if err != nil {
+			return fmt.Errorf("revoke %s: %w", target, err)
 		}
 		fmt.Fprintf(stdout, "Revoked %s (%s…).\n", k.ID, k.Prefix)
 		return nil
@@ -190,6 +227,60 @@ func keyLimit(fs *flag.FlagSet, limit, period string, provider bool) (*store.Cap
 		return nil, fmt.Errorf("--period: %q is not daily, weekly or monthly", period)
 	}
 	return &store.Cap{Period: period, Limit: n}, nil
+}
+
+// checkRateLimits checks --rpm, --tpm and --concurrent.
+func checkRateLimits(l store.RateLimits, provider bool) error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"rpm", l.RequestsPerMinute}, {"tpm", l.TokensPerMinute}, {"concurrent", l.Concurrent}} {
+		if f.v < -1 {
+			return fmt.Errorf("--%s: %d is not a limit: give a number, 0 for the coordinator's default or -1 for none", f.name, f.v)
+		}
+	}
+	if provider && l != (store.RateLimits{}) {
+		return errors.New("--rpm, --tpm and --concurrent limit an API key; a provider token makes no requests")
+	}
+	return nil
+}
+
+// describeLimits says a key's rate limits in words.
+func describeLimits(l store.RateLimits) string {
+	one := func(v int, unit string) string {
+		switch {
+		case v > 0:
+			return fmt.Sprintf("%d %s", v, unit)
+		case v < 0:
+			return "no limit of " + unit
+		}
+		return "the coordinator's default " + unit
+	}
+	return one(l.RequestsPerMinute, "requests per minute") + ", " + one(l.TokensPerMinute, "tokens per minute") + ", " +
+		one(l.Concurrent, "requests at once")
+}
+
+// shortLimits is a key's rate limits in a column: "60 rpm, 90000 tpm, 3 at once", where a
+// default is left out and a lifted limit shows as "no rpm"; "default" when all are defaults.
+func shortLimits(l store.RateLimits) string {
+	var parts []string
+	for _, f := range []struct {
+		v    int
+		unit string
+	}{{l.RequestsPerMinute, "rpm"}, {l.TokensPerMinute, "tpm"}, {l.Concurrent, "at once"}} {
+		switch {
+		case f.v > 0:
+			parts = append(parts, fmt.Sprintf("%d %s", f.v, f.unit))
+		case f.v < 0 && f.unit == "at once":
+			parts = append(parts, "any number at once")
+		case f.v < 0:
+			parts = append(parts, "no "+f.unit)
+		}
+	}
+	if len(parts) == 0 {
+		return "default"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func isSet(fs *flag.FlagSet, name string) bool {

@@ -28,6 +28,7 @@ var commands = []command{
 	{"provider", "run the provider agent next to a GPU and its inference engine", runProvider},
 	{"keys", "create, list and revoke buyers' API keys and providers' tokens", runKeys},
 	{"admin", "credit buyers, pay providers out, set spend caps, list accounts", runAdmin},
+	{"bench", "load a network with requests and report throughput, latency and errors", runBench},
 	{"receipt", "check the signed receipts of your requests, offline", runReceipt},
 	{"version", "print the version", runVersion},
 }

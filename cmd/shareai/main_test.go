@@ -38,7 +38,7 @@ func upOnce(t *testing.T, dataDir string) string {
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"up", "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--sim-ttft", "0", "--sim-tps", "0", "--log-level", "error"}, pw, io.Discard)
+		done <- run(ctx, []string{"up", "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--sim-ttft", "0", "--sim-tps", "0", "--log-level", "error", "--metrics-addr", "127.0.0.1:0"}, pw, io.Discard)
 		pw.Close()
 	}()
 	sc := bufio.NewScanner(pr)

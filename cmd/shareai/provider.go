@@ -40,6 +40,13 @@ Also:
   shareai provider selftest   have the coordinator check this node, without going live
   shareai provider earnings   a provider's earnings, from the coordinator's database`
 
+// providerFlags is the agent's flag set.
+func providerFlags(cfg *config.Provider) *flag.FlagSet {
+	fs := flag.NewFlagSet("provider", flag.ContinueOnError)
+	cfg.Flags(fs)
+	return fs
+}
+
 func runProvider(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
 		switch args[0] {
@@ -54,8 +61,7 @@ func runProvider(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 	}
 	var cfg config.Provider
-	fs := flag.NewFlagSet("provider", flag.ContinueOnError)
-	cfg.Flags(fs)
+	fs := providerFlags(&cfg)
 	if err := cfg.LoadFile(fs, config.ConfigPath(args, os.Getenv)); err != nil {
 		return err
 	}
@@ -73,6 +79,12 @@ func runProvider(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
+	tp, stopTracing, err := startTracing(cfg.Trace, "shareai-provider", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	acfg.TracerProvider = tp
 	a, err := agent.New(acfg)
 	if err != nil {
 		return err

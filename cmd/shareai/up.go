@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 
 	"github.com/shareai/shareai/internal/agent"
@@ -14,14 +15,22 @@ import (
 	"github.com/shareai/shareai/internal/money"
 )
 
-func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var cfg config.Up
+// upFlags is the flag set of `shareai up`: its settings, and --check-config.
+func upFlags(cfg *config.Up) (*flag.FlagSet, *bool) {
 	fs := flag.NewFlagSet("up", flag.ContinueOnError)
 	cfg.Flags(fs)
-	if err := parse(fs, args, stderr, `Run a whole ShareAI network on this machine: a coordinator (SQLite in --data-dir) and
+	return fs, checkFlag(fs)
+}
+
+func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg config.Up
+	fs, check := upFlags(&cfg)
+	if err := parseFile(fs, args, stderr, `Run a whole ShareAI network on this machine: a coordinator (SQLite in --data-dir) and
 --providers agents connected to it over loopback. The agents run simulated GPUs unless
 --engine openai --upstream URL puts them on a real OpenAI-compatible engine. Prints the
-environment for OpenAI SDKs once the network can serve. Ctrl-C stops everything.`); err != nil {
+environment for OpenAI SDKs once the network can serve. Ctrl-C stops everything.
+Settings come from the YAML file --config (keys are the flags' names: providers: 4), then
+the environment, then these flags; see docs/configuration.md.`); err != nil {
 		return err
 	}
 	if err := cfg.Validate(); err != nil {
@@ -38,17 +47,34 @@ environment for OpenAI SDKs once the network can serve. Ctrl-C stops everything.
 	if err != nil {
 		return fmt.Errorf("--chaos: %w", err)
 	}
+	if *check {
+		return printSettings(stdout, fs)
+	}
+	tp, stopTracing, err := startTracing(cfg.Trace, "shareai-up", log) // the coordinator's spans and the agents'
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // after the network has stopped
 	n, err := localnet.Start(ctx, localnet.Config{
 		Chaos:      chaos,
 		InputPrice: in, OutputPrice: out, FeeBasisPoints: fee, SettlementDelay: cfg.Money.SettlementDelay,
 		DefaultMaxTokens: cfg.Money.DefaultMaxTokens, Credit: credit,
+		KeyLimits: cfg.Limits.KeyLimits(), MaxTokensLimit: cfg.Limits.MaxTokens,
 		DataDir: cfg.DataDir, Addr: cfg.Addr, Providers: cfg.Providers, MaxConcurrent: cfg.MaxConcurrent,
-		Version: version, Log: log,
+		Version: version, Log: log, TracerProvider: tp,
 		NewEngine: func(int) (engine.Engine, error) {
 			return newEngine(cfg.Engine, cfg.Upstream, cfg.UpstreamAPIKey, "", nil, cfg.SimTTFT, cfg.SimTPS)
 		},
 	})
 	if err != nil {
+		return err
+	}
+	// The coordinator's metrics, of whichever coordinator runs now (the network may restart it).
+	// A second network on this machine finds the default port taken: it serves none, and says so.
+	if err := serveMetrics(ctx, cfg.MetricsAddr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Coordinator().MetricsHandler().ServeHTTP(w, r)
+	}), log, false); err != nil {
+		n.Close()
 		return err
 	}
 	model := "MODEL"

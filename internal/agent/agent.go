@@ -20,11 +20,14 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/guard"
+	"github.com/shareai/shareai/internal/metrics"
 	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
+	"github.com/shareai/shareai/internal/tracing"
 )
 
 // Log keys.
@@ -84,8 +87,14 @@ type Config struct {
 	// Selftest connects only to have the coordinator check the node as it checks a new one:
 	// Run returns once the results came (SelftestResult), and the node gets no live traffic.
 	Selftest bool
+	// TracerProvider records the spans of jobs (trace.go), children of the coordinator's when
+	// a job frame carries its trace context; nil: none.
+	TracerProvider trace.TracerProvider
 
-	Log *slog.Logger
+	// Metrics is the registry the agent's metrics are registered on, served at /metrics by the
+	// control API; nil: a registry of its own.
+	Metrics *metrics.Registry
+	Log     *slog.Logger
 }
 
 // DefaultDrain is how long running jobs may go on, by default, once the node stops taking new
@@ -118,6 +127,9 @@ type Agent struct {
 	telemetry    *protocol.Telemetry
 	kick         chan struct{} // asks the connection for a heartbeat now
 	selftest     *protocol.Selftest
+	tracer       trace.Tracer
+	tracing      bool // whether tracer records: only then is a job's trace context read
+	metrics      *metrics.Agent
 }
 
 // SelftestResult returns what the coordinator found in a selftest, or nil before it came.
@@ -172,7 +184,16 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.NewRegistry()
+	}
 	a := &Agent{cfg: cfg, log: cfg.Log, key: key, url: u, ready: make(chan struct{}), kick: make(chan struct{}, 1)}
+	a.tracer, a.tracing = tracing.Tracer(cfg.TracerProvider, "github.com/shareai/shareai/internal/agent"), tracing.Enabled(cfg.TracerProvider)
+	a.metrics = metrics.NewAgent(cfg.Metrics, metrics.AgentView{
+		Running: a.Running, Paused: a.Paused, GPUs: cfg.Hardware.GPUs,
+		Connected: func() bool { return a.Status().Connected },
+		Telemetry: func() *protocol.Telemetry { return a.Status().Telemetry },
+	})
 	if ownerPausedBefore(cfg.DataDir) {
 		a.ownerPaused, a.paused, a.pausedAt = true, ownerPauseReason, cfg.Now()
 	}

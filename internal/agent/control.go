@@ -46,6 +46,9 @@ func (a *Agent) Status() Status {
 		Windows: a.cfg.Windows, Timezone: a.cfg.Timezone, Telemetry: a.telemetry}
 }
 
+// MetricsHandler serves the agent's Prometheus metrics, as the control API does at /metrics.
+func (a *Agent) MetricsHandler() http.Handler { return a.cfg.Metrics.Handler() }
+
 // ServeControl serves the control API on ln, which listens on a loopback address, until ctx
 // is done.
 func (a *Agent) ServeControl(ctx context.Context, ln net.Listener) error {
@@ -63,7 +66,12 @@ func (a *Agent) ServeControl(ctx context.Context, ln net.Listener) error {
 		a.Resume()
 		writeStatus(w, a.Status())
 	})
-	srv := &http.Server{Handler: requireToken(token, mux), ReadHeaderTimeout: 5 * time.Second}
+	// Metrics are read-only and the address is loopback: Prometheus scrapes them without the
+	// token.
+	root := http.NewServeMux()
+	root.Handle("GET /metrics", a.cfg.Metrics.Handler())
+	root.Handle("/", requireToken(token, mux))
+	srv := &http.Server{Handler: root, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
 		srv.Close()

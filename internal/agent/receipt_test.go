@@ -13,6 +13,7 @@ import (
 
 	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/engine/sim"
+	"github.com/shareai/shareai/internal/metrics"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/receipt"
 )
@@ -83,7 +84,8 @@ func TestRun_SignsReceipt(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := &Agent{cfg: Config{Engine: tt.eng, Now: time.Now}, log: slog.New(slog.DiscardHandler), key: testKey}
+			a := &Agent{cfg: Config{Engine: tt.eng, Now: time.Now}, log: slog.New(slog.DiscardHandler), key: testKey,
+				metrics: metrics.NewAgent(nil, metrics.AgentView{})}
 			c := &conn{a: a, out: make(chan protocol.Frame, 1024), done: make(chan struct{}), nodeID: "node_test"}
 			ctx, cancel := context.WithCancelCause(context.Background())
 			if s, ok := tt.eng.(silent); ok {

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/shareai/shareai/internal/engine"
+	"github.com/shareai/shareai/internal/metrics"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/receipt"
 )
@@ -206,7 +207,7 @@ func (c *conn) handle(ctx context.Context, fr protocol.Frame) {
 	switch fr.Type {
 	case protocol.TypeJob:
 		if fr.Request != nil {
-			c.start(ctx, fr.Job, fr.Request)
+			c.start(c.a.traceContext(ctx, fr.Trace), fr.Job, fr.Request)
 		}
 	case protocol.TypeCancel:
 		c.mu.Lock()
@@ -240,6 +241,7 @@ func (c *conn) handle(ctx context.Context, fr protocol.Frame) {
 func (c *conn) start(ctx context.Context, id string, req *protocol.Request) {
 	if why := c.a.Paused(); why != "" && !c.a.cfg.Selftest { // a selftest is its owner's wish
 		c.send(protocol.Frame{Type: protocol.TypeEnd, Job: id, End: &protocol.End{Error: &protocol.Error{Message: "node takes no new jobs: " + why}}})
+		c.a.metrics.JobRefused(c.offeredModel(req.Model))
 		return
 	}
 	c.mu.Lock()
@@ -251,6 +253,7 @@ func (c *conn) start(ctx context.Context, id string, req *protocol.Request) {
 			msg = fmt.Sprintf("node is busy: %d jobs of %q running", limit, req.Model)
 		}
 		c.send(protocol.Frame{Type: protocol.TypeEnd, Job: id, End: &protocol.End{Error: &protocol.Error{Message: msg}}})
+		c.a.metrics.JobRefused(c.offeredModel(req.Model))
 		return
 	}
 	jctx, cancel := context.WithCancelCause(ctx)
@@ -280,11 +283,43 @@ func (c *conn) start(ctx context.Context, id string, req *protocol.Request) {
 
 // run runs a job on the engine and returns its end frame, which carries the last piece of the
 // answer not sent yet and the node's signed receipt of the job.
-func (c *conn) run(ctx context.Context, id string, j *job, req *protocol.Request, started time.Time) protocol.Frame {
+func (c *conn) run(ctx context.Context, id string, j *job, req *protocol.Request, started time.Time) (fr protocol.Frame) {
+	ctx, span := c.a.startJob(ctx, id, req)
+	defer func() { endJob(span, fr.End) }()
+	began := time.Now() // for the metrics: the wall clock, whatever cfg.Now says
 	out := &output{c: c, ctx: ctx, id: id, grants: j.credit, credit: protocol.Window}
-	fr := c.runEngine(ctx, id, req, out)
+	fr = c.runEngine(ctx, id, req, out)
 	fr.End.Receipt = c.receipt(id, req.Model, started, out, fr)
+	c.a.metrics.JobEnded(jobMetrics(req.Model, began, out.first, time.Now(), fr.End))
 	return fr
+}
+
+// jobMetrics is what the metrics record of a job that ran from started to ended, its engine's
+// first piece of answer at first, and ended with e.
+func jobMetrics(model string, started, first, ended time.Time, e *protocol.End) metrics.Job {
+	j := metrics.Job{Model: model, Outcome: "ok", Duration: ended.Sub(started).Seconds(),
+		PromptTokens: e.Usage.PromptTokens, Completed: e.Usage.CompletionTokens}
+	switch {
+	case e.Error != nil:
+		j.Outcome = "error"
+	case e.FinishReason == protocol.FinishCancelled:
+		j.Outcome = "cancelled"
+	}
+	if !first.IsZero() {
+		j.TTFT = first.Sub(started).Seconds()
+	}
+	return j
+}
+
+// offeredModel returns model if the node offers it, else "": the metrics' label for a job of a
+// model the node does not serve, which may be any name.
+func (c *conn) offeredModel(model string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.limits[model]; ok {
+		return model
+	}
+	return ""
 }
 
 // receipt signs the node's receipt of a job that ends with fr: its usage as the end frame
@@ -314,7 +349,9 @@ func (c *conn) receipt(id, model string, started time.Time, out *output, fr prot
 
 // runEngine runs a job on the engine and returns its end frame.
 func (c *conn) runEngine(ctx context.Context, id string, req *protocol.Request, out *output) protocol.Frame {
-	res, err := c.a.cfg.Engine.Run(ctx, req, c.withChaos(out, ctx.Done()))
+	ectx, espan := c.a.startEngine(ctx, req)
+	res, err := c.a.cfg.Engine.Run(ectx, req, c.withChaos(out, ctx.Done()))
+	endEngine(espan, res, err)
 	fr := protocol.Frame{Type: protocol.TypeEnd, Job: id}
 	if ctx.Err() != nil {
 		if errors.Is(context.Cause(ctx), errSteppedAside) {
@@ -358,10 +395,14 @@ type output struct {
 	held            int // pieces merged into text and reasoning, not sent yet
 	sent            int // pieces handed on to the coordinator
 	// hash is fed every delta handed on to the coordinator, for the job's receipt.
-	hash receipt.Hasher
+	hash  receipt.Hasher
+	first time.Time // when the engine gave the first piece
 }
 
 func (o *output) Delta(d protocol.Delta) error {
+	if o.first.IsZero() {
+		o.first = time.Now()
+	}
 	if len(d.ToolCalls) > 0 {
 		// Tool call deltas are sent as they are: merging them is the buyer's SDK's job.
 		if err := o.Flush(); err != nil {

@@ -18,6 +18,9 @@ const (
 	TypeUpstream          = "upstream_error"
 	TypeInsufficientQuota = "insufficient_quota"
 	TypePermission        = "permission_error"
+	// A 429's type names the limit reached, as OpenAI's do.
+	TypeRequests = "requests"
+	TypeTokens   = "tokens"
 
 	CodeMissingAPIKey       = "missing_api_key"
 	CodeInvalidAPIKey       = "invalid_api_key"
@@ -32,6 +35,7 @@ const (
 	CodeSpendLimitExceeded  = "spend_limit_exceeded"
 	CodeModelNotAllowed     = "model_not_allowed"
 	CodeNotFound            = "not_found"
+	CodeRateLimitExceeded   = "rate_limit_exceeded"
 )
 
 // Error is an error the buyer sees, in OpenAI's shape:
@@ -45,7 +49,7 @@ type Error struct {
 	Type    string
 	Param   string
 	Code    string
-	// RetryAfter is the Retry-After of a 503 in seconds: 0 means 1, negative means none.
+	// RetryAfter is the Retry-After of a 503 or 429 in seconds: 0 means 1, negative means none.
 	RetryAfter int
 }
 

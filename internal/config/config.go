@@ -1,5 +1,6 @@
 // Package config holds one typed configuration per program (coordinator, provider agent, local
-// network), filled from defaults, then the environment, then flags, and checked by Validate.
+// network), filled from defaults, then the program's YAML file, then the environment, then
+// flags, and checked by Validate. It also renders the settings tables of docs/configuration.md.
 // Only this package and cmd/ read the environment.
 package config
 
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/store"
 )
 
 // FieldError is one invalid setting.
@@ -37,13 +39,16 @@ var Env = []struct{ Name, Flag, Doc string }{
 	{"SHAREAI_DATA_DIR", "data-dir", "where the database, keys and node keys live"},
 	{"SHAREAI_DB", "db", "the coordinator's PostgreSQL URL (default: SQLite in the data dir)"},
 	{"SHAREAI_LOG_LEVEL", "log-level", "debug, info, warn or error"},
+	{"SHAREAI_METRICS_ADDR", "metrics-addr", "where the coordinator serves Prometheus metrics at /metrics"},
 	{"SHAREAI_LOG_FORMAT", "log-format", "text or json"},
+	{"SHAREAI_OTLP_ENDPOINT", "otlp-endpoint", "the OpenTelemetry collector traces are sent to over OTLP/HTTP, e.g. http://127.0.0.1:4318"},
+	{"SHAREAI_TRACE_SAMPLE", "trace-sample", "share of requests traced, from 0 to 1"},
 	{"SHAREAI_TLS_CERT", "tls-cert", "coordinator TLS certificate file (PEM)"},
 	{"SHAREAI_TLS_KEY", "tls-key", "coordinator TLS key file (PEM)"},
 	{"SHAREAI_COORDINATOR", "coordinator", "the agent's coordinator URL"},
 	{"SHAREAI_PROVIDER_TOKEN", "token", "the agent's provider token (spt-…)"},
 	{"SHAREAI_ENGINE", "engine", "ollama, openai or sim"},
-	{"SHAREAI_CONFIG", "config", "the agent's YAML configuration file"},
+	{"SHAREAI_CONFIG", "config", "the program's YAML configuration file (coordinator, provider, up)"},
 	{"SHAREAI_UPSTREAM", "upstream", "the engine's base URL, e.g. http://127.0.0.1:8000/v1 (openai) or http://127.0.0.1:11434 (ollama)"},
 	{"SHAREAI_UPSTREAM_API_KEY", "upstream-api-key", "bearer key for the upstream engine"},
 	{"SHAREAI_REGION", "region", "the node's region (ISO country code such as de, us)"},
@@ -56,7 +61,7 @@ var Env = []struct{ Name, Flag, Doc string }{
 // Bind registers the flags of fs to read their defaults from the environment variables named in
 // Env. Call it after defining the flags and before fs.Parse.
 func Bind(fs *flag.FlagSet, getenv func(string) string) error {
-	var errs []error
+	errs := []error{bindOTel(fs, getenv)}
 	for _, e := range Env {
 		f := fs.Lookup(e.Flag)
 		if f == nil {
@@ -64,7 +69,7 @@ func Bind(fs *flag.FlagSet, getenv func(string) string) error {
 		}
 		if v := getenv(e.Name); v != "" {
 			if err := f.Value.Set(v); err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: %w", e.Name, maskSecret(e.Flag, v), err))
+				errs = append(errs, fmt.Errorf("%s=%q: %s", e.Name, maskSecret(e.Flag, v), valueHint(f, err)))
 			}
 			showDefault(f, v)
 		}
@@ -73,15 +78,23 @@ func Bind(fs *flag.FlagSet, getenv func(string) string) error {
 }
 
 // secretFlags hold credentials: never shown in --help or usage messages, which end up in logs.
-var secretFlags = map[string]bool{"token": true, "upstream-api-key": true}
+// The coordinator's --db URL may hold a password: it is shown without it (maskURL).
+var secretFlags = map[string]bool{"token": true, "upstream-api-key": true, "key": true}
 
 // showDefault makes v, taken from the environment or a file, the default --help shows.
 func showDefault(f *flag.Flag, v string) {
 	f.DefValue = maskSecret(f.Name, v)
 }
 
-// maskSecret shows a credential by its first characters only, as keys are shown elsewhere.
+// maskSecret shows a credential by its first characters only, as keys are shown elsewhere, and
+// a database URL without its password.
 func maskSecret(flagName, v string) string {
+	if v == "" {
+		return v
+	}
+	if flagName == "db" {
+		return maskURL(v)
+	}
 	if !secretFlags[flagName] {
 		return v
 	}
@@ -118,6 +131,7 @@ func (l *Log) Logger() (*slog.Logger, error) {
 
 // Coordinator configures `shareai coordinator`.
 type Coordinator struct {
+	Config            string // the YAML file read, if any
 	Addr              string
 	DataDir           string
 	DB                string // PostgreSQL URL; empty: SQLite in DataDir
@@ -128,7 +142,10 @@ type Coordinator struct {
 	StallTimeout      time.Duration
 	ProbeEvery        time.Duration // mean time between canary probes of a node
 	TrustNewNodes     bool          // skip onboarding checks
+	MetricsAddr       string        // where /metrics is served; empty: nowhere
+	Trace             Trace
 	Money             Money
+	Limits            Limits
 	Log               Log
 }
 
@@ -170,6 +187,47 @@ func (m *Money) Validate() error {
 	return errors.Join(errs...)
 }
 
+// Limits are the buyer API's limits: the rate limits of API keys that set none of their own,
+// and the max_tokens ceiling.
+type Limits struct {
+	KeyRPM, KeyTPM, KeyConcurrent int // 0: unlimited
+	MaxTokens                     int // the most max_tokens a request may ask for
+}
+
+// DefaultMaxTokensLimit is the max_tokens ceiling by default: the largest completion the
+// common open models' contexts leave room for.
+const DefaultMaxTokensLimit = 32768
+
+// Flags registers the limits' flags.
+func (l *Limits) Flags(fs *flag.FlagSet) {
+	fs.IntVar(&l.KeyRPM, "key-rpm", 0, "requests per minute an API key may make, for keys without their own limit (0: unlimited); per coordinator process")
+	fs.IntVar(&l.KeyTPM, "key-tpm", 0, "tokens per minute (prompt estimate + max_tokens at admission, then the tokens billed) an API key may use, for keys without their own limit (0: unlimited)")
+	fs.IntVar(&l.KeyConcurrent, "key-concurrent", 0, "requests an API key may have in flight at once, for keys without their own limit (0: unlimited)")
+	fs.IntVar(&l.MaxTokens, "max-tokens-limit", DefaultMaxTokensLimit, "the most max_tokens (or max_completion_tokens) a request may ask for; larger requests get 400")
+}
+
+// KeyLimits are the default rate limits of API keys.
+func (l *Limits) KeyLimits() store.RateLimits {
+	return store.RateLimits{RequestsPerMinute: l.KeyRPM, TokensPerMinute: l.KeyTPM, Concurrent: l.KeyConcurrent}
+}
+
+// Validate checks the settings.
+func (l *Limits) Validate() error {
+	var errs []error
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"key-rpm", l.KeyRPM}, {"key-tpm", l.KeyTPM}, {"key-concurrent", l.KeyConcurrent}} {
+		if f.v < 0 {
+			errs = append(errs, &FieldError{f.name, "must not be negative (0: unlimited)"})
+		}
+	}
+	if l.MaxTokens < 1 {
+		errs = append(errs, &FieldError{"max-tokens-limit", "must be at least 1"})
+	}
+	return errors.Join(errs...)
+}
+
 // Ask is a provider's price.
 type Ask struct {
 	Input, Output string // USD per million tokens
@@ -194,6 +252,7 @@ func (a *Ask) Prices() (in, out money.Price, err error) {
 
 // Flags registers the coordinator's flags with their defaults.
 func (c *Coordinator) Flags(fs *flag.FlagSet) {
+	configFlag(fs, &c.Config)
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address for the buyer API and agents")
 	fs.StringVar(&c.DataDir, "data-dir", "./.shareai", "directory of the SQLite database")
 	fs.StringVar(&c.DB, "db", "", "database: a PostgreSQL URL (postgres://user@host:5432/db) instead of SQLite in --data-dir")
@@ -205,7 +264,10 @@ func (c *Coordinator) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.StallTimeout, "stall-timeout", 30*time.Second, "the most a node may stay silent mid-answer before another node continues the answer")
 	fs.DurationVar(&c.ProbeEvery, "probe-every", 10*time.Minute, "mean time between two canary probes of a node, at random times; probes are paid from the platform's fees")
 	fs.BoolVar(&c.TrustNewNodes, "trust-new-nodes", false, "let new nodes serve without onboarding checks: only for a private network of your own machines")
+	metricsFlag(fs, &c.MetricsAddr)
+	c.Trace.Flags(fs)
 	c.Money.Flags(fs)
+	c.Limits.Flags(fs)
 	c.Log.Flags(fs)
 }
 
@@ -233,8 +295,29 @@ func (c *Coordinator) Validate() error {
 	if c.MaxBodyBytes < 1024 {
 		errs = append(errs, &FieldError{"max-body-bytes", "must be at least 1024"})
 	}
+	errs = append(errs, validateMetricsAddr(c.MetricsAddr))
+	errs = append(errs, c.Trace.Validate())
 	errs = append(errs, c.Money.Validate())
+	errs = append(errs, c.Limits.Validate())
 	return errors.Join(errs...)
+}
+
+// DefaultMetricsAddr is where the coordinator serves its Prometheus metrics: a port of its own,
+// on loopback, so that they are not served to the public with the API.
+const DefaultMetricsAddr = "127.0.0.1:9464"
+
+func metricsFlag(fs *flag.FlagSet, addr *string) {
+	fs.StringVar(addr, "metrics-addr", DefaultMetricsAddr, "address of the Prometheus metrics endpoint (/metrics); empty: none")
+}
+
+func validateMetricsAddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return &FieldError{"metrics-addr", "want host:port, such as " + DefaultMetricsAddr + ", or empty for none"}
+	}
+	return nil
 }
 
 // ValidateEngine checks an engine choice and its upstream.
@@ -258,6 +341,7 @@ func ValidateEngine(engine, upstream string) error {
 
 // Up configures `shareai up`.
 type Up struct {
+	Config         string // the YAML file read, if any
 	Addr           string
 	DataDir        string
 	Providers      int
@@ -271,11 +355,15 @@ type Up struct {
 	Money          Money
 	Credit         string // USD given to the local buyer on first start
 	Chaos          string // drop=P,stall=P
+	MetricsAddr    string // where the coordinator's /metrics is served; empty: nowhere
+	Trace          Trace
+	Limits         Limits
 	Log            Log
 }
 
 // Flags registers the flags of `shareai up`.
 func (u *Up) Flags(fs *flag.FlagSet) {
+	configFlag(fs, &u.Config)
 	fs.StringVar(&u.Addr, "addr", "127.0.0.1:8080", "coordinator listen address")
 	fs.StringVar(&u.DataDir, "data-dir", "./.shareai", "directory for the database, keys and node keys")
 	fs.IntVar(&u.Providers, "providers", 2, "number of provider agents to run")
@@ -287,8 +375,11 @@ func (u *Up) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&u.MaxConcurrent, "max-concurrent", 8, "jobs each agent runs at once per model")
 	fs.StringVar(&u.Credit, "credit", "100", "USD credited to the local buyer's account on first start")
 	fs.StringVar(&u.Chaos, "chaos", "", "make the simulated nodes misbehave mid-answer on a share of jobs, to watch failover: drop=0.3,stall=0.1")
+	metricsFlag(fs, &u.MetricsAddr)
+	u.Trace.Flags(fs)
 	u.Ask.Flags(fs)
 	u.Money.Flags(fs)
+	u.Limits.Flags(fs)
 	u.Log.Flags(fs)
 }
 
@@ -301,6 +392,7 @@ func (u *Up) Validate() error {
 	if u.DataDir == "" {
 		errs = append(errs, &FieldError{"data-dir", "must not be empty"})
 	}
+	errs = append(errs, validateMetricsAddr(u.MetricsAddr))
 	if u.Providers < 1 || u.Providers > 1000 {
 		errs = append(errs, &FieldError{"providers", "must be between 1 and 1000, got " + strconv.Itoa(u.Providers)})
 	}
@@ -317,6 +409,8 @@ func (u *Up) Validate() error {
 	if c, err := money.ParseUSD(u.Credit); err != nil || c < 0 {
 		errs = append(errs, &FieldError{"credit", "want an amount of USD such as 100"})
 	}
+	errs = append(errs, u.Trace.Validate())
 	errs = append(errs, u.Money.Validate())
+	errs = append(errs, u.Limits.Validate())
 	return errors.Join(errs...)
 }

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"strings"
 	"testing"
+
+	"github.com/shareai/shareai/internal/store"
 )
 
 func TestProvider_Validate(t *testing.T) {
@@ -61,5 +63,40 @@ func TestBind_EnvironmentSetsDefaults(t *testing.T) {
 	fs.PrintDefaults()
 	if !strings.Contains(b.String(), "0.0.0.0:9999") {
 		t.Error("--help does not show the default taken from the environment")
+	}
+}
+
+func TestLimits_Validate(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(*Limits)
+		field  string // "" when valid
+	}{
+		{"defaults", func(*Limits) {}, ""},
+		{"key limits", func(l *Limits) { l.KeyRPM, l.KeyTPM, l.KeyConcurrent = 60, 90000, 4 }, ""},
+		{"negative rpm", func(l *Limits) { l.KeyRPM = -1 }, "key-rpm"},
+		{"negative tpm", func(l *Limits) { l.KeyTPM = -1 }, "key-tpm"},
+		{"negative concurrent", func(l *Limits) { l.KeyConcurrent = -1 }, "key-concurrent"},
+		{"no max_tokens", func(l *Limits) { l.MaxTokens = 0 }, "max-tokens-limit"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var l Limits
+			l.Flags(flag.NewFlagSet("t", flag.ContinueOnError))
+			tt.change(&l)
+			err := l.Validate()
+			var fe *FieldError
+			switch {
+			case tt.field == "" && err != nil:
+				t.Errorf("Validate() = %v, want nil", err)
+			case tt.field != "" && (!errors.As(err, &fe) || fe.Field != tt.field):
+				t.Errorf("Validate() = %v, want an error about --%s", err, tt.field)
+			}
+		})
+	}
+	var c Coordinator
+	c.Flags(flag.NewFlagSet("t", flag.ContinueOnError))
+	if c.Limits.MaxTokens != DefaultMaxTokensLimit || c.Limits.KeyLimits() != (store.RateLimits{}) {
+		t.Errorf("coordinator defaults %+v; want no key limits and max_tokens up to %d", c.Limits, DefaultMaxTokensLimit)
 	}
 }

@@ -40,6 +40,7 @@ type Provider struct {
 	SimTTFT       time.Duration
 	SimTPS        float64
 	Ask           Ask
+	Trace         Trace
 	Log           Log
 }
 
@@ -156,6 +157,7 @@ func (p *Provider) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&p.SimTTFT, "sim-ttft", 150*time.Millisecond, "sim engine: time to first token")
 	fs.Float64Var(&p.SimTPS, "sim-tps", 60, "sim engine: tokens per second (0: no delay)")
 	p.Ask.Flags(fs)
+	p.Trace.Flags(fs)
 	p.Log.Flags(fs)
 	p.Guard.StepAside = true
 	p.Guard.QuietPeriod = 5 * time.Minute
@@ -208,6 +210,10 @@ type providerFile struct {
 		Level  string `yaml:"level"`
 		Format string `yaml:"format"`
 	} `yaml:"log"`
+	Trace struct {
+		OTLPEndpoint string `yaml:"otlp_endpoint"`
+		Sample       string `yaml:"sample"`
+	} `yaml:"trace"`
 }
 
 // LoadFile reads the YAML file at path (nothing when path is empty) into p: its settings become
@@ -220,25 +226,14 @@ func (p *Provider) LoadFile(fs *flag.FlagSet, path string) error {
 	if err := decodeYAML(path, &f); err != nil {
 		return err
 	}
-	flags := []struct{ name, value string }{
-		{"coordinator", f.Coordinator}, {"token", f.Token}, {"data-dir", f.DataDir}, {"name", f.Name},
-		{"region", f.Region}, {"max-concurrent", f.MaxConcurrent}, {"context-length", f.ContextLength},
-		{"quantization", f.Quantization}, {"models", strings.Join(f.Models, ",")}, {"control", f.Control},
-		{"engine", f.Engine.Kind}, {"upstream", f.Engine.URL}, {"upstream-api-key", f.Engine.APIKey},
-		{"continue", f.Engine.Continue}, {"pull", strings.Join(f.Engine.Pull, ",")},
-		{"sim-ttft", f.Engine.SimTTFT}, {"sim-tps", f.Engine.SimTPS},
-		{"price-input", f.Price.Input}, {"price-output", f.Price.Output},
-		{"windows", f.Availability.Windows}, {"timezone", f.Availability.Timezone}, {"drain", f.Availability.Drain},
-		{"max-temperature", f.Guard.MaxTemperatureC}, {"log-level", f.Log.Level}, {"log-format", f.Log.Format},
-	}
 	var errs []error
-	for _, s := range flags {
+	for _, s := range f.flagValues() {
 		if s.value == "" {
 			continue
 		}
 		fl := fs.Lookup(s.name)
 		if err := fl.Value.Set(s.value); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %s: %q: %w", path, yamlKey(s.name), maskSecret(s.name, s.value), err))
+			errs = append(errs, fmt.Errorf("%s: %s: %q: %s", path, yamlKey(s.name), maskSecret(s.name, s.value), valueHint(fl, err)))
 			continue
 		}
 		showDefault(fl, s.value)
@@ -260,6 +255,33 @@ func (p *Provider) LoadFile(fs *flag.FlagSet, path string) error {
 	return errors.Join(errs...)
 }
 
+// flagValues pairs each of the file's settings that has a flag with the flag's name.
+func (f *providerFile) flagValues() []struct{ name, value string } {
+	return []struct{ name, value string }{
+		{"coordinator", f.Coordinator}, {"token", f.Token}, {"data-dir", f.DataDir}, {"name", f.Name},
+		{"region", f.Region}, {"max-concurrent", f.MaxConcurrent}, {"context-length", f.ContextLength},
+		{"quantization", f.Quantization}, {"models", strings.Join(f.Models, ",")}, {"control", f.Control},
+		{"engine", f.Engine.Kind}, {"upstream", f.Engine.URL}, {"upstream-api-key", f.Engine.APIKey},
+		{"continue", f.Engine.Continue}, {"pull", strings.Join(f.Engine.Pull, ",")},
+		{"sim-ttft", f.Engine.SimTTFT}, {"sim-tps", f.Engine.SimTPS},
+		{"price-input", f.Price.Input}, {"price-output", f.Price.Output},
+		{"windows", f.Availability.Windows}, {"timezone", f.Availability.Timezone}, {"drain", f.Availability.Drain},
+		{"max-temperature", f.Guard.MaxTemperatureC}, {"log-level", f.Log.Level}, {"log-format", f.Log.Format},
+		{"otlp-endpoint", f.Trace.OTLPEndpoint}, {"trace-sample", f.Trace.Sample},
+	}
+}
+
+// ProviderFileKey returns the key that sets the flag in the provider's YAML file (engine.kind
+// for --engine), or "" for a flag the file does not set.
+func ProviderFileKey(flagName string) string {
+	for _, s := range (&providerFile{}).flagValues() {
+		if s.name == flagName {
+			return yamlKey(flagName)
+		}
+	}
+	return ""
+}
+
 // yamlKey names a flag's setting in the YAML file.
 func yamlKey(flagName string) string {
 	switch flagName {
@@ -279,6 +301,10 @@ func yamlKey(flagName string) string {
 		return "guard.max_temperature_c"
 	case "log-level", "log-format":
 		return "log." + strings.TrimPrefix(flagName, "log-")
+	case "otlp-endpoint":
+		return "trace.otlp_endpoint"
+	case "trace-sample":
+		return "trace.sample"
 	}
 	return strings.ReplaceAll(flagName, "-", "_")
 }
@@ -366,6 +392,7 @@ func (p *Provider) Validate() error {
 		}
 	}
 	errs = append(errs, p.Guard.validate())
+	errs = append(errs, p.Trace.Validate())
 	return errors.Join(errs...)
 }
 

@@ -238,7 +238,7 @@ func (c *Console) adminCredit(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, fmt.Errorf("credited %s, but recording it in the audit log: %w", ref, err))
 		return
 	}
-	c.log.Info("console: account credited", "account", a.ID, "amount", amount.String(), "ref", ref)
+	c.log.InfoContext(r.Context(), "console: account credited", "account", a.ID, "amount", amount.String(), "ref", ref)
 	c.redirect(w, r, "/admin/accounts", "admin.flash.credited")
 }
 
@@ -307,7 +307,7 @@ func (c *Console) adminNodeSuspend(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, fmt.Errorf("$%s clawed back from node %s, but recording it in the audit log: %w", amount, n.ID, err))
 		return
 	}
-	c.log.Info("console: node suspended", "node", n.ID, "clawed_back", amount.String(), "ref", ref)
+	c.log.InfoContext(r.Context(), "console: node suspended", "node", n.ID, "clawed_back", amount.String(), "ref", ref)
 	c.redirect(w, r, "/admin", "admin.flash.suspended")
 }
 
@@ -320,7 +320,7 @@ func (c *Console) setLevel(r *http.Request, n *store.Node, level, reason string,
 	if live := c.cfg.Fleet.Node(n.ID); live != nil {
 		c.cfg.Fleet.SetLevel(live, level)
 	}
-	c.log.Info("console: node level set", "node", n.ID, "from", levelOf(n), "to", level, "actor", adminActor(r))
+	c.log.InfoContext(r.Context(), "console: node level set", "node", n.ID, "from", levelOf(n), "to", level, "actor", adminActor(r))
 	return nil
 }
 

@@ -178,7 +178,7 @@ func (c *Console) badForm(w http.ResponseWriter, r *http.Request, err error) {
 // refuse answers 403 to a request that failed a CSRF check, with the error page saying that
 // the form expired ("error.csrf").
 func (c *Console) refuse(w http.ResponseWriter, r *http.Request, why error) {
-	c.log.Info("console: refused a request", "path", r.URL.Path, "err", why)
+	c.log.InfoContext(r.Context(), "console: refused a request", "path", r.URL.Path, "err", why)
 	c.render(w, r, http.StatusForbidden, "error", map[string]string{"Message": "error.csrf"})
 }
 
@@ -290,7 +290,7 @@ func (c *Console) readAuthForm(w http.ResponseWriter, r *http.Request, page stri
 		}
 	}
 	if err != nil {
-		c.log.Info("console: refused a request", "path", r.URL.Path, "err", err)
+		c.log.InfoContext(r.Context(), "console: refused a request", "path", r.URL.Path, "err", err)
 		switch d := empty.(type) {
 		case *loginData:
 			d.Error = &msg{Key: "auth.form.expired"}
@@ -337,7 +337,7 @@ func (c *Console) postLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	ok, err := verifyPassword(ctx, hash, r.PostForm.Get("password"))
 	if errors.Is(err, errBadHash) {
-		c.log.Error("console: a user's password hash is not argon2id", "user", u.ID)
+		c.log.ErrorContext(r.Context(), "console: a user's password hash is not argon2id", "user", u.ID)
 	} else if err != nil {
 		c.fail(w, r, err)
 		return
@@ -464,7 +464,7 @@ func (c *Console) postSignup(w http.ResponseWriter, r *http.Request) {
 	if err := c.cfg.Store.CreateUser(ctx, u); errors.Is(err, store.ErrConflict) {
 		// Someone signed up with this email since the check: the account just made stays
 		// without a user.
-		c.log.Warn("console: sign-up lost a race for its email; its account has no user", "account", acct.ID)
+		c.log.WarnContext(r.Context(), "console: sign-up lost a race for its email; its account has no user", "account", acct.ID)
 		data.Errors["email"] = &msg{Key: "auth.signup.email_taken"}
 		c.showForm(w, r, http.StatusUnprocessableEntity, "signup", data)
 		return
@@ -473,7 +473,7 @@ func (c *Console) postSignup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.login.signedUp(addr)
-	c.log.Info("console: signed up", "account", acct.ID, "user", u.ID, "roles", strings.Join(roles, ","))
+	c.log.InfoContext(r.Context(), "console: signed up", "account", acct.ID, "user", u.ID, "roles", strings.Join(roles, ","))
 	if err := c.startSession(w, r, u); err != nil {
 		c.fail(w, r, err)
 		return

@@ -88,7 +88,7 @@ func (c *Console) buyerOverview(w http.ResponseWriter, r *http.Request) {
 	days, err := c.cfg.Store.UsageByDay(ctx, acct, since)
 	if err != nil {
 		// The money is what matters most: show it, and say the usage is missing.
-		c.log.Error("console: usage by day", "account", acct, "err", err)
+		c.log.ErrorContext(r.Context(), "console: usage by day", "account", acct, "err", err)
 		ov.UsageErr = true
 	} else {
 		c.summarize(&ov, c.lang(r), days, since)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -51,11 +52,13 @@ type keyRow struct {
 	Routing   string        // the JSON of the key's provider object; "" when none
 	Caps      []store.Spend // the key's spend caps in their current windows
 	Month     money.Nanos   // spent this UTC month
+	Limits    store.RateLimits
 }
 
 // keyForm is the creation form's fields.
 type keyForm struct {
 	Name, Models, Routing, Limit, Period string
+	RPM, TPM, Concurrent                 string // rate limits; empty: the coordinator's
 }
 
 func (c *Console) buyerKeys(w http.ResponseWriter, r *http.Request) {
@@ -93,7 +96,7 @@ func (c *Console) renderKeys(w http.ResponseWriter, r *http.Request, status int,
 			continue // the playground's, one a chat
 		}
 		row := keyRow{ID: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt,
-			Revoked: k.Revoked(), Models: k.Models, Routing: string(k.Routing), Caps: caps[store.KeyScope(k.ID)]}
+			Revoked: k.Revoked(), Models: k.Models, Routing: string(k.Routing), Caps: caps[store.KeyScope(k.ID)], Limits: k.Limits}
 		if !k.Revoked() {
 			if row.Month, err = c.cfg.Store.KeyUsage(ctx, acct, k.ID, month); err != nil {
 				c.fail(w, r, err)
@@ -167,17 +170,48 @@ func parseKeyForm(f keyForm) (models []string, routing []byte, keyCap *store.Cap
 	return models, routing, keyCap, nil
 }
 
+// parseKeyLimits reads the creation form's rate limits: each empty (the coordinator's) or a
+// whole number from 1 to the coordinator's limit, if it has one. A buyer may tighten the
+// coordinator's limits, not lift them.
+func parseKeyLimits(f keyForm, most store.RateLimits) (store.RateLimits, error) {
+	var l store.RateLimits
+	for _, fl := range []struct {
+		text string
+		most int
+		v    *int
+	}{{f.RPM, most.RequestsPerMinute, &l.RequestsPerMinute}, {f.TPM, most.TokensPerMinute, &l.TokensPerMinute}, {f.Concurrent, most.Concurrent, &l.Concurrent}} {
+		s := strings.TrimSpace(fl.text)
+		if s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		switch {
+		case err != nil || n < 1:
+			return l, &keyFormError{Key: "buyer.keys.error.rate", Arg: s}
+		case fl.most > 0 && n > fl.most:
+			return l, &keyFormError{Key: "buyer.keys.error.rate_max", Arg: strconv.Itoa(fl.most)}
+		}
+		*fl.v = n
+	}
+	return l, nil
+}
+
 func (c *Console) createKey(w http.ResponseWriter, r *http.Request) {
 	ctx, acct := r.Context(), sessionOf(r).user.AccountID
 	f := keyForm{Name: r.PostFormValue("name"), Models: r.PostFormValue("models"), Routing: r.PostFormValue("routing"),
-		Limit: r.PostFormValue("limit"), Period: r.PostFormValue("period")}
+		Limit: r.PostFormValue("limit"), Period: r.PostFormValue("period"),
+		RPM: r.PostFormValue("rpm"), TPM: r.PostFormValue("tpm"), Concurrent: r.PostFormValue("concurrent")}
 	models, routing, keyCap, err := parseKeyForm(f)
+	var limits store.RateLimits
+	if err == nil {
+		limits, err = parseKeyLimits(f, c.cfg.KeyLimits)
+	}
 	if fe := (*keyFormError)(nil); errors.As(err, &fe) {
 		c.renderKeys(w, r, http.StatusBadRequest, keysPage{Form: f, Error: fe.Key, ErrorArg: fe.Arg})
 		return
 	}
 	secret, k := store.NewKey(acct, store.KeyBuyer, strings.TrimSpace(f.Name), c.cfg.Now())
-	k.Models, k.Routing = models, routing
+	k.Models, k.Routing, k.Limits = models, routing, limits
 	if keyCap != nil {
 		// Before the key exists, so that it never works without its cap.
 		keyCap.Scope = store.KeyScope(k.ID)
@@ -190,7 +224,7 @@ func (c *Console) createKey(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	c.log.Info("console: key created", "account", acct, "key", k.ID, "prefix", k.Prefix)
+	c.log.InfoContext(r.Context(), "console: key created", "account", acct, "key", k.ID, "prefix", k.Prefix)
 	// Rendered from the POST, not redirected: the secret must not travel in a URL or a cookie.
 	c.renderKeys(w, r, http.StatusOK, keysPage{NewKey: secret, NewKeyID: k.ID})
 }
@@ -218,7 +252,7 @@ func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request) {
 			c.fail(w, r, err)
 			return
 		}
-		c.log.Info("console: key revoked", "account", acct, "key", k.ID, "prefix", k.Prefix)
+		c.log.InfoContext(r.Context(), "console: key revoked", "account", acct, "key", k.ID, "prefix", k.Prefix)
 	}
 	c.redirect(w, r, "/buyer/keys", "buyer.flash.key_revoked")
 }

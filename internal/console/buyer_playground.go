@@ -157,7 +157,7 @@ func (c *Console) playgroundChat(w http.ResponseWriter, r *http.Request) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		if _, err := c.cfg.Store.RevokeKey(rctx, k.ID, c.cfg.Now()); err != nil {
-			c.log.Error("console: revoke the playground's key", "account", acct, "key", k.ID, "err", err)
+			c.log.ErrorContext(r.Context(), "console: revoke the playground's key", "account", acct, "key", k.ID, "err", err)
 		}
 	}()
 
@@ -178,6 +178,6 @@ func (c *Console) playgroundChat(w http.ResponseWriter, r *http.Request) {
 // chatFail answers the playground's script a failure it cannot fix, as the API would: an
 // OpenAI error in JSON, the cause logged.
 func (c *Console) chatFail(w http.ResponseWriter, r *http.Request, err error) {
-	c.log.Error("console: playground", "path", r.URL.Path, "err", err)
+	c.log.ErrorContext(r.Context(), "console: playground", "path", r.URL.Path, "err", err)
 	(&api.Error{Status: http.StatusInternalServerError, Type: api.TypeServer, Message: "The playground had an error; try again."}).Write(w)
 }

@@ -176,7 +176,7 @@ func TestBuyer_Keys(t *testing.T) {
 	}
 
 	resp := u.postResp("/buyer/keys", url.Values{"name": {"laptop"}, "models": {"sim/llama-3.1-8b, sim/qwen-2.5-7b"},
-		"routing": {`{"sort": "latency"}`}, "limit": {"5"}, "period": {"daily"}})
+		"routing": {`{"sort": "latency"}`}, "limit": {"5"}, "period": {"daily"}, "rpm": {"30"}, "tpm": {" 90000 "}, "concurrent": {""}})
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	page = string(b)
@@ -206,6 +206,9 @@ func TestBuyer_Keys(t *testing.T) {
 		strings.Join(k.Models, ",") != "sim/llama-3.1-8b,sim/qwen-2.5-7b" || string(k.Routing) != `{"sort":"latency"}` {
 		t.Errorf("stored key %+v; want laptop of %s with its models and routing", k, acct)
 	}
+	if want := (store.RateLimits{RequestsPerMinute: 30, TokensPerMinute: 90000}); k.Limits != want {
+		t.Errorf("stored rate limits %+v, want %+v", k.Limits, want)
+	}
 	spends, err := env.Store.Spending(ctx, time.Now(), store.KeyScope(k.ID))
 	if err != nil || len(spends) != 1 || spends[0].Period != store.Daily || spends[0].Limit != 5*money.USD {
 		t.Errorf("key caps %+v, %v; want $5 daily", spends, err)
@@ -218,6 +221,9 @@ func TestBuyer_Keys(t *testing.T) {
 	_, page = u.get("/buyer/keys")
 	if strings.Contains(page, secret) || !strings.Contains(page, k.Prefix) || !strings.Contains(page, `data-key-id="`+k.ID+`"`) {
 		t.Errorf("GET /buyer/keys after creation: want the key's row with its prefix and no secret:\n%s", page)
+	}
+	if !strings.Contains(page, "30 requests/min") || !strings.Contains(page, "tokens/min") || strings.Contains(page, "at once</div>") {
+		t.Errorf("GET /buyer/keys after creation: want the key's rate limits, 30 requests and 90000 tokens a minute:\n%s", page)
 	}
 
 	// The key works with the OpenAI SDK.
@@ -243,6 +249,8 @@ func TestBuyer_Keys(t *testing.T) {
 		{"unknown routing field", url.Values{"name": {"x"}, "routing": {`{"sortt": "price"}`}}, http.StatusBadRequest, "provider.sortt"},
 		{"bad limit", url.Values{"name": {"x"}, "limit": {"-3"}}, http.StatusBadRequest, `id="key-error"`},
 		{"bad period", url.Values{"name": {"x"}, "limit": {"3"}, "period": {"yearly"}}, http.StatusBadRequest, `id="key-error"`},
+		{"zero rate limit", url.Values{"name": {"x"}, "rpm": {"0"}}, http.StatusBadRequest, `id="key-error"`},
+		{"rate limit not a number", url.Values{"name": {"x"}, "concurrent": {"lots"}}, http.StatusBadRequest, "lots"},
 		{"no CSRF token", url.Values{"name": {"x"}, "csrf": {""}}, http.StatusForbidden, ""},
 		{"wrong CSRF token", url.Values{"name": {"x"}, "csrf": {"nope"}}, http.StatusForbidden, ""},
 	} {

@@ -47,8 +47,11 @@ type Config struct {
 	// Reputation explains a node's score, factor by factor (the coordinator's prober); nil:
 	// node pages show the stored score alone.
 	Reputation func(ctx context.Context, nodeID string) (reputation.Score, error)
-	Log        *slog.Logger
-	Now        func() time.Time
+	// KeyLimits are the coordinator's rate limits of API keys (gateway.Config.Limits): a key
+	// made here may have lower ones, never higher. A zero field: any.
+	KeyLimits store.RateLimits
+	Log       *slog.Logger
+	Now       func() time.Time
 }
 
 // Console serves the web console.
@@ -115,7 +118,7 @@ type Page struct {
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
 	t := c.pages[name]
 	if t == nil {
-		c.log.Error("console: no such page", "page", name)
+		c.log.ErrorContext(r.Context(), "console: no such page", "page", name)
 		http.Error(w, "page not found", http.StatusInternalServerError)
 		return
 	}
@@ -139,7 +142,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	w.Header().Set("Referrer-Policy", "same-origin")
 	w.WriteHeader(status)
 	if err := t.ExecuteTemplate(w, "layout.html", p); err != nil {
-		c.log.Error("console: render", "page", name, "err", err)
+		c.log.ErrorContext(r.Context(), "console: render", "page", name, "err", err)
 	}
 }
 
@@ -164,7 +167,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, errForbidden):
 		status, key = http.StatusForbidden, "error.forbidden"
 	default:
-		c.log.Error("console", "path", r.URL.Path, "err", err)
+		c.log.ErrorContext(r.Context(), "console", "path", r.URL.Path, "err", err)
 	}
 	c.render(w, r, status, "error", map[string]string{"Message": key})
 }

@@ -138,7 +138,7 @@ func (c *Console) providerCreateToken(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	c.log.Info("console: provider token created", "account", account, "key", k.ID, "prefix", k.Prefix)
+	c.log.InfoContext(r.Context(), "console: provider token created", "account", account, "key", k.ID, "prefix", k.Prefix)
 	c.renderProviderHome(w, r, secret, name)
 }
 
@@ -398,7 +398,7 @@ func (c *Console) providerNode(w http.ResponseWriter, r *http.Request) {
 	}
 	sched, err := report.Schedule(n)
 	if err != nil {
-		c.log.Warn("console: node's windows", "node", id, "err", err)
+		c.log.WarnContext(r.Context(), "console: node's windows", "node", id, "err", err)
 	}
 	data.Record, data.Totals = nodeRecord(id, since, now, sessions, counts, earnings, sched)
 	for _, s := range slices.Backward(sessions) {
@@ -420,7 +420,7 @@ func (c *Console) providerNode(w http.ResponseWriter, r *http.Request) {
 		if s, err := c.cfg.Reputation(ctx, id); err == nil {
 			data.Reputation.Score, data.Reputation.Reasons = s.Value, s.Reasons
 		} else {
-			c.log.Warn("console: explain a node's score", "node", id, "err", err)
+			c.log.WarnContext(r.Context(), "console: explain a node's score", "node", id, "err", err)
 		}
 	}
 	for _, ch := range checks {

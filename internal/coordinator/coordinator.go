@@ -15,14 +15,18 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shareai/shareai/internal/console"
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/gateway"
 	"github.com/shareai/shareai/internal/keyfile"
 	"github.com/shareai/shareai/internal/ledger"
+	"github.com/shareai/shareai/internal/metrics"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/reputation"
 	"github.com/shareai/shareai/internal/store"
@@ -47,6 +51,11 @@ type Config struct {
 	DefaultMaxTokens int           // bounds requests without max_tokens; default 4096
 	// StallTimeout is the most a node may stay silent mid-answer before another takes over.
 	StallTimeout time.Duration
+	// KeyLimits are the rate limits of API keys that set none of their own (0: unlimited),
+	// counted in this process; MaxTokensLimit is the most max_tokens a request may ask for
+	// (default 32768). See gateway.Config.
+	KeyLimits      store.RateLimits
+	MaxTokensLimit int
 	// ProbeEvery is the mean time between two canary probes of a node (default 10 minutes);
 	// ScoreEvery how often reputations are recomputed (default 1 minute); ProbeTick how often
 	// the prober looks for nodes to check (default 1s).
@@ -60,6 +69,12 @@ type Config struct {
 	// (GET /v1/receipts/key): keep it in a file (keyfile.LoadOrCreate). Nil: a key made for
 	// this run alone, with a warning.
 	ReceiptKey ed25519.PrivateKey
+	// TracerProvider records the spans of buyers' requests, whose jobs carry their trace
+	// context to the agents; nil: none. The caller shuts it down, after Serve returns.
+	TracerProvider trace.TracerProvider
+	// Metrics is the registry the coordinator's metrics are registered on, served by
+	// Coordinator.MetricsHandler; nil: a registry of its own.
+	Metrics *metrics.Registry
 }
 
 // KeyFile is the file in the coordinator's data directory that keeps its receipt key.
@@ -75,6 +90,10 @@ func LoadOrCreateKey(dir string) (ed25519.PrivateKey, error) {
 	return k, nil
 }
 
+// abortGrace is how long the answers still running at the drain deadline get to write their
+// error and return, before their connections are closed.
+const abortGrace = 2 * time.Second
+
 // Coordinator is a running coordinator.
 type Coordinator struct {
 	cfg     Config
@@ -83,6 +102,7 @@ type Coordinator struct {
 	Ledger  *ledger.Ledger
 	Gateway *gateway.Gateway
 	Prober  *verify.Prober
+	Metrics *metrics.Coordinator
 	handler http.Handler
 	closing atomic.Bool
 }
@@ -92,6 +112,8 @@ func New(cfg Config) *Coordinator {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	// Lines logged with a request's context carry its id.
+	cfg.Log = slog.New(gateway.LogHandler(cfg.Log.Handler()))
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 30 * time.Second
 	}
@@ -101,7 +123,10 @@ func New(cfg Config) *Coordinator {
 		cfg.Log.Warn("no receipt key given: countersigning receipts with a key made for this run, which buyers cannot pin across restarts",
 			"key_prefix", pub[:12])
 	}
-	c := &Coordinator{cfg: cfg, log: cfg.Log}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.NewRegistry()
+	}
+	c := &Coordinator{cfg: cfg, log: cfg.Log, Metrics: metrics.NewCoordinator(cfg.Metrics)}
 	c.Fleet = fleet.New(fleet.Config{
 		Store:             cfg.Store,
 		Authenticate:      c.authenticateProvider,
@@ -115,7 +140,7 @@ func New(cfg Config) *Coordinator {
 	})
 	c.Ledger = ledger.New(ledger.Config{
 		Store: cfg.Store, FeeBasisPoints: cfg.FeeBasisPoints, SettlementDelay: cfg.SettlementDelay,
-		DefaultMaxTokens: cfg.DefaultMaxTokens, Log: cfg.Log,
+		DefaultMaxTokens: cfg.DefaultMaxTokens, Metrics: c.Metrics, Log: cfg.Log,
 	})
 	c.Prober = verify.New(verify.Config{
 		Fleet: c.Fleet, Store: cfg.Store, Ledger: c.Ledger, Rules: reputation.DefaultRules(),
@@ -125,8 +150,10 @@ func New(cfg Config) *Coordinator {
 		Reputation: c.Prober.Explain,
 		Store:      cfg.Store, Fleet: c.Fleet, Ledger: c.Ledger, Log: cfg.Log,
 		MaxBodyBytes: cfg.MaxBodyBytes, KeyCacheTTL: cfg.KeyCacheTTL, StallTimeout: cfg.StallTimeout,
-		ReceiptKey: cfg.ReceiptKey,
+		ReceiptKey: cfg.ReceiptKey, Metrics: c.Metrics, TracerProvider: cfg.TracerProvider,
+		Limits: cfg.KeyLimits, MaxTokensLimit: cfg.MaxTokensLimit,
 	})
+	metrics.RegisterFleet(cfg.Metrics, metrics.FleetView{Nodes: c.nodeSamples, Running: c.Fleet.Running})
 
 	mux := http.NewServeMux()
 	c.Gateway.Register(mux)
@@ -138,7 +165,7 @@ func New(cfg Config) *Coordinator {
 	mux.HandleFunc("GET /readyz", c.readyz)
 	c.handler = gateway.WithRequestID(mux)
 	web, err := console.New(console.Config{Store: cfg.Store, Fleet: c.Fleet, Ledger: c.Ledger, API: c.handler,
-		Secure: cfg.TLS != nil, Reputation: c.Prober.Explain, Log: cfg.Log})
+		Secure: cfg.TLS != nil, Reputation: c.Prober.Explain, KeyLimits: cfg.KeyLimits, Log: cfg.Log})
 	if err != nil {
 		panic(err) // the console's templates are embedded: a broken one is a bug caught by tests
 	}
@@ -173,6 +200,30 @@ func (c *Coordinator) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fmt.Fprintf(w, `{"status":"ready","nodes":%d}`+"\n", len(c.Fleet.Nodes()))
+}
+
+// MetricsHandler serves the coordinator's Prometheus metrics. Serve it on an address of its
+// own (--metrics-addr), not to the public.
+func (c *Coordinator) MetricsHandler() http.Handler { return c.cfg.Metrics.Handler() }
+
+// nodeSamples is the fleet as the nodes gauge counts it; nodes connected for a selftest only
+// are not counted.
+func (c *Coordinator) nodeSamples() []metrics.NodeSample {
+	nodes := c.Fleet.Nodes()
+	out := make([]metrics.NodeSample, 0, len(nodes))
+	for _, n := range nodes {
+		if n.Selftest {
+			continue
+		}
+		state := "available"
+		if n.Paused() != "" {
+			state = "paused"
+		} else if !slices.ContainsFunc(n.Offers, func(o *fleet.Offer) bool { return o.Running() < o.MaxConcurrent }) {
+			state = "busy"
+		}
+		out = append(out, metrics.NodeSample{State: state, Level: n.Level(), Region: n.Region})
+	}
+	return out
 }
 
 // Handler returns the coordinator's HTTP handler.
@@ -235,8 +286,15 @@ func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
 	dctx, cancel := context.WithTimeout(context.Background(), c.cfg.DrainTimeout)
 	defer cancel()
 	if serr := srv.Shutdown(dctx); serr != nil {
-		c.log.Warn("streams still open after the drain timeout; closing them", "err", serr)
-		srv.Close()
+		// The answers still running end with an error saying so, each billed for what it
+		// delivered, rather than being cut off; connections that still linger are closed.
+		c.log.Warn("answers still running after the drain timeout; ending them with an error", "err", serr)
+		c.Gateway.Abort()
+		actx, cancel := context.WithTimeout(context.Background(), abortGrace)
+		if srv.Shutdown(actx) != nil {
+			srv.Close()
+		}
+		cancel()
 	}
 	c.Fleet.Close()
 	c.Gateway.Close() // stores the receipts queued, then hands their bills to the ledger

@@ -11,6 +11,7 @@ import (
 
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/receipt"
+	"github.com/shareai/shareai/internal/tracing"
 )
 
 // ErrOverflow ends a job whose node sent more deltas than its credit allowed.
@@ -21,15 +22,21 @@ type Job struct {
 	ID    string
 	Offer *Offer
 
-	sess   *session
-	events chan protocol.Frame // deltas then one end; never blocks the session's reader
-	model  string              // as the job asked the node for it
-	sent   time.Time           // when the job was dispatched
+	sess  *session
+	model string    // as the job asked the node for it
+	sent  time.Time // when the job was dispatched
+	// ready is signalled when a frame is put in the inbox: the reader waits on it.
+	ready chan struct{}
 	// output hashes every delta received from the node, for the job's receipt. Only the
 	// session's reader touches it.
 	output receipt.Hasher
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// inbox holds the frames from the node not taken yet, from head: deltas then one end. It
+	// never blocks the session's reader, and it grows only as far as the buyer lags behind the
+	// node (the window bounds it), so an open stream costs no buffer of a full window.
+	inbox   []protocol.Frame
+	head    int
 	ended   bool
 	unacked int // deltas taken by the reader but not yet acknowledged with credit
 	// The node's receipt, from its end frame, and what the coordinator saw of the job.
@@ -38,8 +45,9 @@ type Job struct {
 }
 
 // Dispatch sends a request to the node of an offer whose slot the caller has acquired. The slot
-// is released when the job ends, on whatever path.
-func (f *Fleet) Dispatch(o *Offer, req *protocol.Request) (*Job, error) {
+// is released when the job ends, on whatever path. The job frame carries the trace context of
+// ctx's span, if any: the agent's span of the job becomes its child.
+func (f *Fleet) Dispatch(ctx context.Context, o *Offer, req *protocol.Request) (*Job, error) {
 	s := o.Node.sess
 	var b [12]byte
 	rand.Read(b[:])
@@ -47,10 +55,9 @@ func (f *Fleet) Dispatch(o *Offer, req *protocol.Request) (*Job, error) {
 		ID:    "job_" + nodeIDEncoding.EncodeToString(b[:]),
 		Offer: o,
 		sess:  s,
-		// Room for a full window of deltas, the last delta riding on the end frame, and the end.
-		events: make(chan protocol.Frame, protocol.Window+2),
-		model:  req.Model,
-		sent:   s.fleet.cfg.Now(),
+		ready: make(chan struct{}, 1),
+		model: req.Model,
+		sent:  s.fleet.cfg.Now(),
 	}
 	s.mu.Lock()
 	if s.jobs == nil {
@@ -61,19 +68,53 @@ func (f *Fleet) Dispatch(o *Offer, req *protocol.Request) (*Job, error) {
 	s.jobs[j.ID] = j
 	s.act.jobStarted(len(s.jobs), s.fleet.cfg.Now())
 	s.mu.Unlock()
-	if err := s.send(protocol.Frame{Type: protocol.TypeJob, Job: j.ID, Request: req}); err != nil {
+	if err := s.send(protocol.Frame{Type: protocol.TypeJob, Job: j.ID, Request: req, Trace: tracing.Inject(ctx)}); err != nil {
 		// The session ended: close has finished (or will finish) the job.
 		return nil, fmt.Errorf("node %s: %w", o.Node.ID, err)
 	}
 	return j, nil
 }
 
+// maxDeltas is the most deltas a job's inbox holds: the node's window, which it may not
+// exceed, and room for the last delta and the end, which finish adds beyond it.
+const maxDeltas = protocol.Window + 2
+
+// put adds a frame to the inbox, unless the inbox holds limit frames already (limit < 0: no
+// limit), and wakes the reader.
+func (j *Job) put(fr protocol.Frame, limit int) bool {
+	j.mu.Lock()
+	if limit >= 0 && len(j.inbox)-j.head >= limit {
+		j.mu.Unlock()
+		return false
+	}
+	j.inbox = append(j.inbox, fr)
+	j.mu.Unlock()
+	select {
+	case j.ready <- struct{}{}:
+	default: // the reader has a wake-up pending already
+	}
+	return true
+}
+
+// take removes the inbox's first frame, if any.
+func (j *Job) take() (protocol.Frame, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.head == len(j.inbox) {
+		return protocol.Frame{}, false
+	}
+	fr := j.inbox[j.head]
+	j.inbox[j.head] = protocol.Frame{} // let the delta go
+	j.head++
+	if j.head == len(j.inbox) {
+		j.inbox, j.head = j.inbox[:0], 0
+	}
+	return fr, true
+}
+
 // deliver passes a delta to the job's reader without ever blocking the session.
 func (j *Job) deliver(fr protocol.Frame) error {
-	select {
-	case j.events <- fr:
-		return nil
-	default:
+	if !j.put(fr, maxDeltas) {
 		j.sess.mu.Lock()
 		delete(j.sess.jobs, j.ID)
 		j.sess.mu.Unlock()
@@ -81,8 +122,8 @@ func (j *Job) deliver(fr protocol.Frame) error {
 		j.finish(protocol.Frame{Type: protocol.TypeEnd, Job: j.ID, End: &protocol.End{
 			Error: &protocol.Error{Message: fmt.Sprintf("node %s: %v", j.Offer.Node.ID, ErrOverflow)},
 		}})
-		return nil
 	}
+	return nil
 }
 
 // sawEnd keeps the node's receipt from the job's end frame, received at now, with what the
@@ -126,34 +167,32 @@ func (j *Job) finish(fr protocol.Frame) {
 	j.ended = true
 	j.mu.Unlock()
 	j.Offer.release()
-	select {
-	case j.events <- fr:
-	default:
-		// The buffer is full of deltas only after an overflow, which ends the job first.
-	}
+	j.put(fr, -1)
 }
 
 // Next returns the job's next frame: a delta, or its end (always the last). It returns
 // ctx.Err() when ctx is done first.
 func (j *Job) Next(ctx context.Context) (protocol.Frame, error) {
-	select {
-	case fr := <-j.events:
-		j.took(fr)
-		return fr, nil
-	case <-ctx.Done():
-		return protocol.Frame{}, ctx.Err()
+	for {
+		if fr, ok := j.take(); ok {
+			j.took(fr)
+			return fr, nil
+		}
+		select {
+		case <-j.ready:
+		case <-ctx.Done():
+			return protocol.Frame{}, ctx.Err()
+		}
 	}
 }
 
 // TryNext returns the next frame if one is ready.
 func (j *Job) TryNext() (protocol.Frame, bool) {
-	select {
-	case fr := <-j.events:
+	fr, ok := j.take()
+	if ok {
 		j.took(fr)
-		return fr, true
-	default:
-		return protocol.Frame{}, false
 	}
+	return fr, ok
 }
 
 // took grants the node more credit once half of its window has been consumed.

@@ -51,6 +51,8 @@ func (f *Fleet) ServeAgent(w http.ResponseWriter, r *http.Request) {
 	}
 	accountID, err := f.cfg.Authenticate(r.Context(), token)
 	if err != nil {
+		// The token shows by its first characters only, as keys do everywhere.
+		f.log.WarnContext(r.Context(), "agent refused: invalid provider token", "token", token[:min(len(token), 8)]+"…", "remote", r.RemoteAddr, "err", err)
 		http.Error(w, "invalid provider token", http.StatusUnauthorized)
 		return
 	}
@@ -503,9 +505,9 @@ func (s *session) handle(fr protocol.Frame) error {
 			return j.deliver(fr)
 		}
 		if fr.Delta != nil {
-			// The last delta, riding on the end frame: the job's buffer keeps room for it.
+			// The last delta, riding on the end frame, goes in whatever the window.
 			j.output.Add(*fr.Delta)
-			j.events <- protocol.Frame{Type: protocol.TypeDelta, Job: fr.Job, Delta: fr.Delta}
+			j.put(protocol.Frame{Type: protocol.TypeDelta, Job: fr.Job, Delta: fr.Delta}, -1)
 			fr.Delta = nil
 		}
 		j.sawEnd(fr.End, now)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/shareai/shareai/internal/api"
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/ledger"
@@ -27,6 +29,13 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, c *cal
 	if err != nil {
 		return err
 	}
+	param := "max_tokens"
+	if body.MaxCompletionTokens != nil {
+		param = "max_completion_tokens"
+	}
+	if err := g.maxTokensCeiling(req, param); err != nil {
+		return err
+	}
 	return g.serve(w, r, c, req, body.Stream, body.StreamOptions, body.Routing, body.User)
 }
 
@@ -37,6 +46,9 @@ func (g *Gateway) completions(w http.ResponseWriter, r *http.Request, c *call) e
 	}
 	req, err := body.Job()
 	if err != nil {
+		return err
+	}
+	if err := g.maxTokensCeiling(req, "max_tokens"); err != nil {
 		return err
 	}
 	return g.serve(w, r, c, req, body.Stream, body.StreamOptions, body.Routing, body.User)
@@ -81,10 +93,21 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 		models:      modelsToTry(req.Model, rt.Models),
 		session:     g.affinity.get(session),
 	}
+	// The key's rate limits (limits.go): admitted before the hold, given back when it ends.
+	admitted, err := g.limits.admit(w.Header(), c.key, t.bounds.PromptEstimate+g.cfg.Ledger.CompletionBound(req.MaxTokens, 0))
+	if err != nil {
+		if ae, ok := err.(*api.Error); ok {
+			g.cfg.Metrics.RateLimited(ae.Type) // requests (per minute, or concurrent) or tokens
+		}
+		return err
+	}
+	defer func() { admitted.done(t.billed) }()
 	u := &store.Usage{
 		RequestID: c.id, AccountID: c.key.AccountID, KeyID: c.key.ID,
 		Endpoint: req.Kind, Stream: stream, CreatedAt: c.start,
 	}
+	c.usage = u
+	defer g.cfg.Metrics.RequestStarted(stream)()
 	st := &relay.State{Start: c.start}
 	var sink relay.Sink
 	for {
@@ -107,12 +130,14 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 		node := job.Offer.Node
 		u.Model, u.NodeID, u.Region = req.Model, node.ID, node.Region
 		res, bill := g.relay(r, c, job, t, st, sink, u)
+		endJob(t.span, job, res)
 		switch {
 		case res.Outcome == relay.Refused && nodeFailed(res.Err):
 			job.Offer.Observe(false, 0, 0) // it counts against the node
 			if t.canRetry() {
 				// Nothing has reached the buyer: the next node starts the answer afresh.
 				g.log.Info("node failed before answering; trying another", logRequestID, c.id, logNode, node.ID, "err", res.Err)
+				g.cfg.Metrics.Failover("before_first_token")
 				t.failure = fmt.Errorf("node %s failed before answering: %w", node.ID, res.Err)
 				continue
 			}
@@ -129,10 +154,14 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 			// earlier may take it again: a dropped node that reconnected is as good as any.
 			t.avoid = map[string]bool{node.ID: true}
 			g.log.Info("node failed mid-answer; continuing on another", logRequestID, c.id, logNode, node.ID, "err", res.Err, "delivered", st.Delivered)
+			g.cfg.Metrics.Failover("mid_stream")
 			req = continuation(t.original(req), st.Text.String())
 			t.continuing = true
 			t.failure = fmt.Errorf("node %s failed mid-answer: %w", node.ID, res.Err)
 			continue
+		case res.Outcome == relay.Cancelled && aborted(r.Context()):
+			// Not the node's fault: the coordinator's drain deadline passed.
+			return g.abort(c, t, st, sink, u, func() { t.parts = append(t.parts, t.work(job, t.cutShort(res), res.Delivered)) })
 		case res.Outcome == relay.OK:
 			g.affinity.put(session, node.ID)
 		}
@@ -158,6 +187,8 @@ type try struct {
 	continuing bool              // the answer started: only nodes that continue can take it
 	first      *protocol.Request // the request before any continuation
 	ran        []*fleet.Job      // the jobs sent, in order, for their receipts
+	billed     int               // the tokens billed (prompt + completion), once billed
+	span       trace.Span        // of the job now running
 }
 
 // canRetry says whether the request may take another job.
@@ -258,6 +289,7 @@ func (g *Gateway) finish(c *call, job *fleet.Job, t *try, st *relay.State, res r
 			"billed_prompt", bill.PromptTokens, "billed_completion", bill.CompletionTokens)
 	}
 	u.PromptTokens, u.CompletionTokens = bill.PromptTokens, bill.CompletionTokens
+	t.billed = bill.PromptTokens + bill.CompletionTokens
 	if res.Outcome == relay.OK && len(t.parts) == 0 {
 		var tps float64 // the output rate after the first token, of the tokens billed
 		if gen := u.Duration - st.TTFT; gen > 0 && bill.CompletionTokens > 1 {

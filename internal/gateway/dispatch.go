@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/shareai/shareai/internal/api"
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/ledger"
@@ -17,6 +19,7 @@ import (
 	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/store"
+	"github.com/shareai/shareai/internal/tracing"
 )
 
 // keyRules applies the API key's rules: its routing preferences are the defaults of the
@@ -98,6 +101,7 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 			cand matcher.Candidate
 			err  error
 		)
+		mspan := g.startMatch(ctx, model, ix.Len())
 		switch {
 		case t.held > 0:
 			// A later attempt: only nodes whose cost fits the hold placed for the first.
@@ -110,7 +114,11 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 			ranking := matcher.Match(mreq, ix.Candidates())
 			cand, err = ranking.Pick()
 		}
+		endMatch(mspan, cand, err)
 		if err != nil {
+			if np, ok := errors.AsType[*matcher.NoProvider](err); ok {
+				g.cfg.Metrics.NoProvider(np.Reasons)
+			}
 			if refusal == nil && t.jobs == 0 {
 				refusal = noNode(model, ix.Len(), err)
 			}
@@ -122,6 +130,7 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 			continue
 		}
 		offer := cand.Offer
+		g.cfg.Metrics.Matched()
 		if t.held == 0 {
 			t.bounds.CompletionTokens = g.cfg.Ledger.CompletionBound(req.MaxTokens, offer.ContextLength)
 			amount := g.maxCost(offer, req, t.bounds)
@@ -130,6 +139,7 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 				return nil, nil, holdError(err)
 			}
 			t.held = max(amount, 1)
+			c.span.AddEvent("hold", trace.WithAttributes(tracing.HoldNanos.Int64(int64(amount))))
 		}
 		t.jobs++
 		t.fruitless++
@@ -141,11 +151,14 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 			r.Model = model
 			sent = &r
 		}
-		job, err := g.cfg.Fleet.Dispatch(offer, sent)
+		jctx, jspan := g.startJob(ctx, offer, sent, t)
+		job, err := g.cfg.Fleet.Dispatch(jctx, offer, sent)
 		if err == nil {
-			t.ask = askOf(offer)
+			t.ask, t.span = askOf(offer), jspan
 			return job, sent, nil
 		}
+		tracing.Fail(jspan, err)
+		jspan.End()
 		lastErr = err
 	}
 	if refusal != nil && t.held == 0 {

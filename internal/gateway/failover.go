@@ -51,6 +51,7 @@ func (g *Gateway) fail(c *call, t *try, sink relay.Sink, u *store.Usage, err err
 	u.Outcome, u.Error, u.Duration = store.OutcomeError, err.Error(), g.cfg.Now().Sub(c.start)
 	bill := g.cfg.Ledger.Price(c.id, t.bounds, t.parts)
 	u.PromptTokens, u.CompletionTokens = bill.PromptTokens, bill.CompletionTokens
+	t.billed = bill.PromptTokens + bill.CompletionTokens
 	g.keepReceipts(c, t, bill, u) // then settles
 	return nil
 }

@@ -18,11 +18,16 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/shareai/shareai/internal/api"
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/ledger"
+	"github.com/shareai/shareai/internal/metrics"
+	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/reputation"
 	"github.com/shareai/shareai/internal/store"
+	"github.com/shareai/shareai/internal/tracing"
 )
 
 // Log keys.
@@ -56,7 +61,16 @@ type Config struct {
 	// is GET /v1/receipts/key. Nil: a key made for this gateway alone, which buyers cannot pin
 	// across restarts.
 	ReceiptKey ed25519.PrivateKey
-	Now        func() time.Time
+	// Metrics counts requests, matches and failovers; nil: counted nowhere.
+	Metrics *metrics.Coordinator
+	// TracerProvider records the spans of buyers' requests (trace.go); nil: none.
+	TracerProvider trace.TracerProvider
+	// Limits are the rate limits of API keys that set none of their own (limits.go); a zero
+	// field: unlimited. They are counted in this process only.
+	Limits store.RateLimits
+	// MaxTokensLimit is the most max_tokens a request may ask for. Default 32768.
+	MaxTokensLimit int
+	Now            func() time.Time
 }
 
 // Gateway is the buyer API.
@@ -67,6 +81,12 @@ type Gateway struct {
 	affinity affinity
 	cands    candidates
 	notary   *notary
+	limits   limiter
+	tracer   trace.Tracer
+	tracing  bool // whether tracer records: only then is a buyer's traceparent read
+	// stopping is cancelled by Abort: inference requests' contexts follow it.
+	stopping context.Context
+	stopAll  context.CancelCauseFunc
 }
 
 // New returns a gateway. Call Close, before the ledger's, to store the receipts queued and
@@ -87,13 +107,23 @@ func New(cfg Config) *Gateway {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	cfg.Log = slog.New(LogHandler(cfg.Log.Handler())) // lines logged with a request's context carry its id
 	if cfg.ReceiptKey == nil {
 		_, cfg.ReceiptKey, _ = ed25519.GenerateKey(rand.Reader)
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Log}
+	if cfg.MaxTokensLimit <= 0 {
+		cfg.MaxTokensLimit = 32768
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.NewCoordinator(nil)
+	}
+	g := &Gateway{cfg: cfg, log: cfg.Log, tracing: tracing.Enabled(cfg.TracerProvider),
+		tracer: tracing.Tracer(cfg.TracerProvider, "github.com/shareai/shareai/internal/gateway")}
 	g.notary = newNotary(cfg.ReceiptKey, cfg.Store, func(b *ledger.Bill, u *store.Usage) { g.cfg.Ledger.SettleLater(b, u) }, cfg.Log, cfg.Now)
 	g.keys = keyCache{ttl: cfg.KeyCacheTTL, now: cfg.Now, m: make(map[[32]byte]cachedKey)}
+	g.stopping, g.stopAll = context.WithCancelCause(context.Background())
 	g.affinity.now = cfg.Now
+	g.limits = limiter{defaults: cfg.Limits, now: cfg.Now}
 	return g
 }
 
@@ -103,8 +133,8 @@ func (g *Gateway) Close() { g.notary.close() }
 
 // Register adds the gateway's routes to mux.
 func (g *Gateway) Register(mux *http.ServeMux) {
-	mux.Handle("POST /v1/chat/completions", g.handle(g.chatCompletions))
-	mux.Handle("POST /v1/completions", g.handle(g.completions))
+	mux.Handle("POST /v1/chat/completions", g.handleInference(protocol.KindChat, g.chatCompletions))
+	mux.Handle("POST /v1/completions", g.handleInference(protocol.KindCompletion, g.completions))
 	mux.Handle("GET /v1/models", g.handle(g.listModels))
 	mux.Handle("GET /v1/models/{id...}", g.handle(g.getModel))
 	g.registerAccount(mux)
@@ -120,6 +150,8 @@ type call struct {
 	id    string
 	key   *store.Key
 	start time.Time
+	usage *store.Usage // of an inference request, once it is served
+	span  trace.Span   // the request's server span; a no-op one when not traced
 }
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request, c *call) error
@@ -130,17 +162,24 @@ func (g *Gateway) handle(fn handlerFunc) http.Handler { return g.handleAs(store.
 
 // handleAs is handle for the API of a kind of key: store.KeyBuyer or store.KeyProvider.
 func (g *Gateway) handleAs(kind string, fn handlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c := &call{id: RequestID(r.Context()), start: g.cfg.Now()}
-		err := g.authenticate(r, c, kind)
-		if err == nil {
-			r.Body = http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes)
-			err = fn(w, r, c)
-		}
-		if err != nil {
-			g.writeError(w, c, err)
-		}
-	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.call(w, r, kind, fn) })
+}
+
+// call serves a request with fn once its key is authenticated, writes fn's error, and returns
+// the call and the error.
+func (g *Gateway) call(w http.ResponseWriter, r *http.Request, kind string, fn handlerFunc) (_ *call, err error) {
+	c := &call{id: RequestID(r.Context()), start: g.cfg.Now()}
+	r = g.startRequest(r, c)
+	defer func() { endRequest(c, err) }()
+	err = g.authenticate(r, c, kind)
+	if err == nil {
+		r.Body = http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes)
+		err = fn(w, r, c)
+	}
+	if err != nil {
+		g.writeError(w, c, err)
+	}
+	return c, err
 }
 
 // writeError writes a handler's error in OpenAI's shape; an error that is not an *api.Error is
@@ -152,7 +191,7 @@ func (g *Gateway) writeError(w http.ResponseWriter, c *call, err error) {
 		ae = &api.Error{Status: http.StatusInternalServerError, Type: api.TypeServer,
 			Message: "The server had an error while processing your request. Request id: " + c.id + "."}
 	}
-	if ae.Status == http.StatusServiceUnavailable && ae.RetryAfter >= 0 {
+	if (ae.Status == http.StatusServiceUnavailable || ae.Status == http.StatusTooManyRequests) && ae.RetryAfter >= 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(max(ae.RetryAfter, 1)))
 	}
 	ae.Write(w)

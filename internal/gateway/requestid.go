@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
+	"log/slog"
 	"net/http"
 )
 
@@ -34,4 +35,30 @@ func RequestID(ctx context.Context) string {
 		return id
 	}
 	return NewRequestID()
+}
+
+// LogHandler wraps h so that a record logged with a request's context (log.InfoContext(ctx, …))
+// carries the request's id, as request_id.
+func LogHandler(h slog.Handler) slog.Handler {
+	if _, ok := h.(requestIDHandler); ok {
+		return h
+	}
+	return requestIDHandler{h}
+}
+
+type requestIDHandler struct{ slog.Handler }
+
+func (h requestIDHandler) Handle(ctx context.Context, r slog.Record) error {
+	if id, ok := ctx.Value(requestIDKey{}).(string); ok {
+		r.AddAttrs(slog.String(logRequestID, id))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h requestIDHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return requestIDHandler{h.Handler.WithAttrs(as)}
+}
+
+func (h requestIDHandler) WithGroup(name string) slog.Handler {
+	return requestIDHandler{h.Handler.WithGroup(name)}
 }

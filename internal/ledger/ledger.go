@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/shareai/shareai/internal/metrics"
 	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/store"
 )
@@ -30,8 +31,10 @@ type Config struct {
 	// SettlementDelay is how long providers' earnings stay pending (and can be clawed back)
 	// before they become available. Default 72h.
 	SettlementDelay time.Duration
-	Log             *slog.Logger
-	Now             func() time.Time
+	// Metrics counts holds and settlements; nil: counted nowhere.
+	Metrics *metrics.Coordinator
+	Log     *slog.Logger
+	Now     func() time.Time
 }
 
 // Ledger bills requests.
@@ -56,12 +59,46 @@ func New(cfg Config) *Ledger {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.NewCoordinator(nil)
+	}
 	l := &Ledger{cfg: cfg, log: cfg.Log}
 	if cfg.Store != nil {
-		l.holds = newBatcher(cfg.Store.PlaceHolds)
-		l.settles = newBatcher(cfg.Store.Settle)
+		l.holds = newBatcher(l.placeHolds)
+		l.settles = newBatcher(l.settle)
 	}
 	return l
+}
+
+// placeHolds commits holds, counting them.
+func (l *Ledger) placeHolds(ctx context.Context, hs []*store.Hold) []error {
+	errs := l.cfg.Store.PlaceHolds(ctx, hs)
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			l.cfg.Metrics.HoldPlaced("placed")
+		case errors.As(err, new(*store.LimitError)):
+			l.cfg.Metrics.HoldPlaced("refused")
+		default:
+			l.cfg.Metrics.HoldPlaced("error")
+		}
+	}
+	return errs
+}
+
+// settle commits settlements, counting them and the money they move. A settlement of a hold
+// closed already (store.ErrClosed) moved nothing and is not counted.
+func (l *Ledger) settle(ctx context.Context, ss []*store.Settlement) []error {
+	errs := l.cfg.Store.Settle(ctx, ss)
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			l.cfg.Metrics.Settled(ss[i].Debit, ss[i].Fee, ss[i].Subsidy)
+		case !errors.Is(err, store.ErrClosed):
+			l.cfg.Metrics.SettleFailed()
+		}
+	}
+	return errs
 }
 
 // Close places and settles what is queued, and stops.

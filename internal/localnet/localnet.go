@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/shareai/shareai/internal/agent"
 	"github.com/shareai/shareai/internal/coordinator"
 	"github.com/shareai/shareai/internal/engine"
@@ -52,6 +54,9 @@ type Config struct {
 	SettlementDelay         time.Duration // default 72h
 	DefaultMaxTokens        int           // default 4096
 	StallTimeout            time.Duration // default 30s
+	// KeyLimits and MaxTokensLimit are the coordinator's (coordinator.Config).
+	KeyLimits      store.RateLimits
+	MaxTokensLimit int
 	// Chaos makes the agents drop or stall mid-answer, all but the last Healthy ones.
 	Chaos   agent.Chaos
 	Healthy int
@@ -61,6 +66,10 @@ type Config struct {
 	Credit  money.Nanos
 	Version string
 	Log     *slog.Logger
+
+	// TracerProvider records the spans of the coordinator and of every agent (one trace
+	// spans both); nil: none. The caller shuts it down, after Close.
+	TracerProvider trace.TracerProvider
 }
 
 // Net is a running local network.
@@ -229,7 +238,8 @@ func (n *Net) StartCoordinator() error {
 		ProbeEvery: n.cfg.ProbeEvery, ScoreEvery: n.cfg.ScoreEvery, ProbeTick: n.cfg.ProbeTick, CheckTimeout: n.cfg.CheckTimeout, TrustNewNodes: n.cfg.TrustNewNodes,
 		DrainTimeout: n.cfg.DrainTimeout, KeyCacheTTL: n.cfg.KeyCacheTTL,
 		FeeBasisPoints: n.cfg.FeeBasisPoints, SettlementDelay: n.cfg.SettlementDelay, DefaultMaxTokens: n.cfg.DefaultMaxTokens,
-		StallTimeout: n.cfg.StallTimeout, ReceiptKey: n.receiptKey,
+		StallTimeout: n.cfg.StallTimeout, ReceiptKey: n.receiptKey, TracerProvider: n.cfg.TracerProvider,
+		KeyLimits: n.cfg.KeyLimits, MaxTokensLimit: n.cfg.MaxTokensLimit,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	n.coord, n.stopC, n.coordErr = c, cancel, make(chan error, 1)
@@ -280,6 +290,7 @@ func (n *Net) startAgents(ctx context.Context) error {
 			Chaos:         n.chaos(i),
 			Log:           n.cfg.Log.With("agent", i+1),
 		}
+		cfg.TracerProvider = n.cfg.TracerProvider
 		if n.cfg.Agent != nil {
 			n.cfg.Agent(i, &cfg)
 		}

@@ -15,7 +15,7 @@
 // (the node signs [RegisterMessage]: a domain string, then the nonce), then, in any order:
 //
 //	agent → coordinator  heartbeat   {load}
-//	coordinator → agent  job         {job id, request}
+//	coordinator → agent  job         {job id, request, trace context}
 //	agent → coordinator  delta       {job id, text}           (at most Window unacknowledged)
 //	coordinator → agent  credit      {job id, n}              (n more deltas may be sent)
 //	coordinator → agent  cancel      {job id}
@@ -45,6 +45,10 @@
 //     takes no new jobs (paused); registers may carry the node's windows and time zone, and its
 //     hardware a fingerprint; a register may ask for a selftest, answered with a selftest
 //     frame. All optional.
+//   - Version 1, 2026-11-30, later: job frames may carry the W3C trace context of the coordinator's
+//     span of the job (Frame.Trace), so that the agent's spans join the request's trace.
+//     Optional; agents that do not trace ignore it, and each job of a request (a retry, a
+//     continuation after failover) carries its own.
 package protocol
 
 import (
@@ -88,6 +92,10 @@ type Frame struct {
 	Credit     int         `json:"credit,omitempty"`
 	End        *End        `json:"end,omitempty"`
 	Selftest   *Selftest   `json:"selftest,omitempty"`
+	// Trace is the W3C trace context of the coordinator's span of a job, on job frames:
+	// {"traceparent": "00-…", "tracestate": "…"}. The agent's span of the job is its child.
+	// Absent when the coordinator does not trace; agents that do not trace ignore it.
+	Trace map[string]string `json:"trace,omitempty"`
 }
 
 // Selftest is what the coordinator found when it checked a node that registered for a

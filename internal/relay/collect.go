@@ -119,7 +119,15 @@ func (c *Collect) End(finishReason string, u protocol.Usage, cost money.Nanos) e
 
 // Fail answers with an error: nothing has been written yet.
 func (c *Collect) Fail(cause error) error {
-	(&api.Error{Status: http.StatusBadGateway, Type: api.TypeServer, Code: api.CodeProviderError,
-		Message: "The node failed while answering: " + cause.Error()}).Write(c.w)
+	failure(cause, "The node failed while answering: ").Write(c.w)
 	return nil
+}
+
+// failure is the buyer's error for an answer cut short by cause: cause itself when it is the
+// buyer's error already, else a 502 whose message is prefix and cause's.
+func failure(cause error, prefix string) *api.Error {
+	if ae, ok := cause.(*api.Error); ok { // itself, not one it wraps: the wrapper says more
+		return ae
+	}
+	return &api.Error{Status: http.StatusBadGateway, Type: api.TypeServer, Code: api.CodeProviderError, Message: prefix + cause.Error()}
 }

@@ -147,8 +147,7 @@ func (s *Stream) Fail(cause error) error {
 	} else {
 		b = append(b, `{"text":"","index":0,"logprobs":null,"finish_reason":"error"}]}`+"\n\n"...)
 	}
-	e, _ := json.Marshal(&api.Error{Status: http.StatusBadGateway, Type: api.TypeServer, Code: api.CodeProviderError,
-		Message: "The answer was cut short: " + cause.Error()})
+	e, _ := json.Marshal(failure(cause, "The answer was cut short: "))
 	b = append(b, "data: "...)
 	b = append(b, e...)
 	b = append(b, "\n\n"...)

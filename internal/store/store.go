@@ -46,6 +46,16 @@ type Key struct {
 	Routing []byte
 	// Models lists the models the key may use, in order of preference; empty: any.
 	Models []string
+	// Limits are the key's rate limits; a zero field takes the coordinator's default.
+	Limits RateLimits
+}
+
+// RateLimits are an API key's rate limits, per coordinator process. In each field 0 means the
+// coordinator's default and a negative value no limit at all.
+type RateLimits struct {
+	RequestsPerMinute int // requests admitted in any 60 s
+	TokensPerMinute   int // tokens, reserved then billed, in any 60 s
+	Concurrent        int // requests in flight at once, streaming or not
 }
 
 // Revoked reports whether the key no longer works.
@@ -133,6 +143,9 @@ type Store interface {
 	Keys(ctx context.Context, accountID, kind string) ([]*Key, error)
 	// RevokeKey revokes a key by id or by its prefix; ErrNotFound.
 	RevokeKey(ctx context.Context, idOrPrefix string, at time.Time) (*Key, error)
+	// SetKeyLimits replaces the rate limits of a key given by id or by its prefix, and returns
+	// the key; ErrNotFound.
+	SetKeyLimits(ctx context.Context, idOrPrefix string, l RateLimits) (*Key, error)
 
 	// UpsertNode records a node's registration: it inserts the node or updates everything but
 	// ID, PublicKey and FirstSeen.

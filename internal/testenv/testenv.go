@@ -6,21 +6,21 @@ package testenv
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shareai/shareai/internal/agent"
 	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/engine/sim"
 	"github.com/shareai/shareai/internal/localnet"
 	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/store"
 )
 
 // Options shape a test network. The zero value is two simulated providers with no delays.
@@ -52,12 +52,23 @@ type Options struct {
 	Credit                  money.Nanos
 	InputPrice, OutputPrice money.Price
 	FeeBasisPoints          int
+	// KeyLimits are the coordinator's rate limits of API keys without their own; default
+	// none. MaxTokensLimit is its max_tokens ceiling; default the coordinator's.
+	KeyLimits      store.RateLimits
+	MaxTokensLimit int
+	// TracerProvider records the network's spans, the coordinator's and the agents'; nil:
+	// none.
+	TracerProvider trace.TracerProvider
+	// DrainTimeout bounds how long a stop of the coordinator waits for answers; default 5s.
+	DrainTimeout time.Duration
 }
 
 // Env is a running test network.
 type Env struct {
 	*localnet.Net
-	t testing.TB
+	// Logs is the network's logger: every line it logs is checked for secrets.
+	Logs *Logs
+	t    testing.TB
 }
 
 // New starts a network and stops it when the test ends.
@@ -75,27 +86,27 @@ func New(t testing.TB, opts Options) *Env {
 	if opts.InputPrice == 0 && opts.OutputPrice == 0 {
 		opts.InputPrice, opts.OutputPrice = 50_000_000, 100_000_000
 	}
+	if opts.DrainTimeout == 0 {
+		opts.DrainTimeout = 5 * time.Second
+	}
 	if opts.FeeBasisPoints == 0 {
 		opts.FeeBasisPoints = 500
 	}
 	if opts.NewEngine == nil {
 		opts.NewEngine = func(int) (engine.Engine, error) { return sim.New(opts.Sim), nil }
 	}
-	level := slog.LevelWarn
-	if os.Getenv("SHAREAI_TEST_LOG") != "" {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))
+	logs := NewLogs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	n, err := localnet.Start(ctx, localnet.Config{
 		DataDir: t.TempDir(), Addr: "127.0.0.1:0", Providers: opts.Providers,
 		NewEngine: opts.NewEngine, MaxConcurrent: opts.MaxConcurrent,
 		HeartbeatInterval: opts.HeartbeatInterval, KeyCacheTTL: opts.KeyCacheTTL, Regions: opts.Regions, StallTimeout: opts.StallTimeout, Chaos: opts.Chaos, Healthy: opts.Healthy, Agent: opts.Agent,
-		DrainTimeout: 5 * time.Second, RecordInterval: 100 * time.Millisecond, Log: log,
+		DrainTimeout: opts.DrainTimeout, RecordInterval: 100 * time.Millisecond, Log: logs.Logger,
 		ProbeEvery: opts.ProbeEvery, ScoreEvery: 100 * time.Millisecond, ProbeTick: 10 * time.Millisecond, CheckTimeout: 30 * time.Second,
-		TrustNewNodes: !opts.Onboard,
-		Credit:        opts.Credit, InputPrice: opts.InputPrice, OutputPrice: opts.OutputPrice, FeeBasisPoints: opts.FeeBasisPoints,
+		TrustNewNodes: !opts.Onboard, KeyLimits: opts.KeyLimits, MaxTokensLimit: opts.MaxTokensLimit,
+		Credit: opts.Credit, InputPrice: opts.InputPrice, OutputPrice: opts.OutputPrice, FeeBasisPoints: opts.FeeBasisPoints,
+		TracerProvider: opts.TracerProvider,
 	})
 	if err != nil {
 		t.Fatalf("start test network: %v", err)
@@ -105,7 +116,8 @@ func New(t testing.TB, opts Options) *Env {
 			t.Errorf("stop test network: %v", err)
 		}
 	})
-	return &Env{Net: n, t: t}
+	logs.Secret(n.APIKey, n.ProviderToken)
+	return &Env{Net: n, t: t, Logs: logs}
 }
 
 // BaseURL is the buyer API's base URL, ending in /v1.

@@ -428,7 +428,7 @@ func (p *Prober) run(ctx context.Context, o *fleet.Offer, req *protocol.Request,
 			return "", err
 		}
 	}
-	job, err := p.cfg.Fleet.Dispatch(o, req)
+	job, err := p.cfg.Fleet.Dispatch(ctx, o, req)
 	if err != nil {
 		if bill != nil {
 			bill(nil, 0, err)

@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/shareai/shareai/internal/engine"
+	"github.com/shareai/shareai/internal/tracing"
 )
 
 // DefaultBaseURL is where Ollama listens by default.
@@ -173,6 +174,7 @@ func (e *Engine) get(ctx context.Context, path string) (*http.Response, error) {
 
 func (e *Engine) do(req *http.Request) (*http.Response, error) {
 	req.Header.Set("Accept", "application/json, application/x-ndjson")
+	tracing.InjectHTTP(req.Context(), req.Header) // the agent's engine span, if traced
 	resp, err := e.client.Do(req)
 	if err != nil {
 		if ctxErr := req.Context().Err(); ctxErr != nil {

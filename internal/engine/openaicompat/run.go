@@ -16,6 +16,7 @@ import (
 
 	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/protocol"
+	"github.com/shareai/shareai/internal/tracing"
 )
 
 // drainTimeout bounds how long Run waits, after "[DONE]", for the end of the HTTP answer, so
@@ -154,6 +155,7 @@ func (e *Engine) Run(ctx context.Context, req *protocol.Request, out engine.Outp
 	if e.auth != "" {
 		hreq.Header["Authorization"] = []string{e.auth}
 	}
+	tracing.InjectHTTP(ctx, hreq.Header) // the agent's engine span, for servers that trace (vLLM)
 	resp, err := e.client.Do(hreq)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -164,6 +164,9 @@ func TestDB_CreateKey(t *testing.T) {
 			{"buyer", key("key_1", "h1", nil), nil},
 			{"provider", key("key_2", "h2", func(k *store.Key) { k.Kind = store.KeyProvider }), nil},
 			{"already revoked", key("key_3", "h3", func(k *store.Key) { k.RevokedAt = at(time.Hour) }), nil},
+			{"rate limits", key("key_10", "h10", func(k *store.Key) {
+				k.Limits = store.RateLimits{RequestsPerMinute: 10, TokensPerMinute: 3_000_000_000, Concurrent: -1}
+			}), nil},
 			{"hash taken", key("key_4", "h0", nil), store.ErrConflict},
 			{"id taken", key("key_0", "h5", nil), store.ErrConflict},
 			{"no such account", key("key_6", "h6", func(k *store.Key) { k.AccountID = "acct_x" }), store.ErrNotFound},
@@ -328,6 +331,63 @@ func TestDB_RevokeKey(t *testing.T) {
 		}
 		if _, err := db.RevokeKey(ctx, "key_3", time.Time{}); err == nil {
 			t.Errorf("RevokeKey at zero time: got no error, want one")
+		}
+	})
+}
+
+func TestDB_SetKeyLimits(t *testing.T) {
+	sqlstore.ForEachDB(t, func(t *testing.T, db *sqlstore.DB) {
+		ctx := context.Background()
+		mustAccount(t, db, "acct_1", "alice")
+		for _, k := range []struct{ id, prefix string }{
+			{"key_1", "sk-aaaaaaaa"},
+			{"key_2", "sk-twin0000"},
+			{"key_3", "sk-twin0000"},
+		} {
+			mustKey(t, db, &store.Key{ID: k.id, AccountID: "acct_1", Kind: store.KeyBuyer, Prefix: k.prefix,
+				Hash: []byte(k.id), CreatedAt: t0, Models: []string{"m"}, Limits: store.RateLimits{RequestsPerMinute: 5}})
+		}
+		tests := []struct {
+			name       string
+			idOrPrefix string
+			limits     store.RateLimits
+			wantID     string
+			wantErr    error
+		}{
+			{"by id", "key_1", store.RateLimits{RequestsPerMinute: 60, TokensPerMinute: 90_000, Concurrent: 3}, "key_1", nil},
+			{"by prefix, back to the defaults", "sk-aaaaaaaa", store.RateLimits{}, "key_1", nil},
+			{"no limit", "key_2", store.RateLimits{RequestsPerMinute: -1, TokensPerMinute: -1, Concurrent: -1}, "key_2", nil},
+			{"ambiguous prefix", "sk-twin0000", store.RateLimits{Concurrent: 1}, "", sqlstore.ErrAmbiguous},
+			{"missing", "key_x", store.RateLimits{}, "", store.ErrNotFound},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				k, err := db.SetKeyLimits(ctx, tt.idOrPrefix, tt.limits)
+				checkErr(t, err, tt.wantErr)
+				if err != nil {
+					return
+				}
+				if k.ID != tt.wantID || k.Limits != tt.limits {
+					t.Errorf("SetKeyLimits(%q) = %s with %+v, want %s with %+v", tt.idOrPrefix, k.ID, k.Limits, tt.wantID, tt.limits)
+				}
+				stored, err := db.KeyByHash(ctx, []byte(tt.wantID))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if stored.Limits != tt.limits || !reflect.DeepEqual(stored.Models, []string{"m"}) {
+					t.Errorf("stored %+v, want limits %+v and its models kept", stored, tt.limits)
+				}
+			})
+		}
+		// Listing reads them too.
+		ks, err := db.Keys(ctx, "acct_1", store.KeyBuyer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range ks {
+			if k.ID == "key_3" && k.Limits != (store.RateLimits{RequestsPerMinute: 5}) {
+				t.Errorf("Keys: %s has limits %+v, want those it was created with", k.ID, k.Limits)
+			}
 		}
 	})
 }

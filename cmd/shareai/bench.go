@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/shareai/shareai/internal/bench"
+	"github.com/shareai/shareai/internal/config"
+	"github.com/shareai/shareai/internal/engine"
+	"github.com/shareai/shareai/internal/engine/sim"
+	"github.com/shareai/shareai/internal/localnet"
+	"github.com/shareai/shareai/internal/money"
+)
+
+const benchAbout = `Load a network with chat completions and report throughput, time to first token, latency
+percentiles, tokens per second and errors: -n requests (or --duration), -c at a time.
+
+  shareai bench                                  # starts a network in this process, then loads it
+  shareai bench --url http://127.0.0.1:8080 --key sk-… -n 5000 -c 50 --json
+
+--url and --key default to OPENAI_BASE_URL and OPENAI_API_KEY, so bench works right after
+pasting the exports 'shareai up' prints. Without a URL, bench starts a coordinator and
+--providers simulated providers in this process (data in a temporary directory, removed
+afterwards); they share this machine's CPUs with the load.
+
+--hold measures the coordinator's memory per open stream: it opens -c streams at once against
+a slow network, waits until each has its first token, reads the memory from --metrics (the
+coordinator's Prometheus endpoint), and closes them. A progress bar goes to stderr when it is
+a terminal; the report goes to stdout. Ctrl-C stops early and reports what finished.`
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg config.Bench
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	cfg.Flags(fs)
+	cfg.BindEnv(fs, os.Getenv)
+	if err := parse(fs, args, stderr, benchAbout); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	base, key, network := cfg.URL, cfg.APIKey, ""
+	if base == "" {
+		if cfg.Hold && !isSet(fs, "sim-tps") {
+			cfg.SimTPS = 1 // streams that stay open while they are counted
+		}
+		n, err := startBenchNet(ctx, &cfg, stderr)
+		if err != nil {
+			return err
+		}
+		defer n.close()
+		base, key, network = n.URL, n.APIKey, n.about
+		fmt.Fprintf(stderr, "Started a network in this process: %s.\n", network)
+	}
+	baseURL, err := bench.BaseURL(base)
+	if err != nil {
+		return &config.FieldError{Field: "url", Msg: err.Error()}
+	}
+	client := bench.NewClient(cfg.Concurrency)
+	model := cfg.Model
+	if model == "" {
+		if model, err = bench.FirstModel(ctx, client, baseURL, key); err != nil {
+			return err
+		}
+	}
+	progress := bench.NewBar(stderr, isTerminal(stderr))
+	var rep *bench.Report
+	if cfg.Hold {
+		rep, err = bench.RunHold(ctx, bench.HoldConfig{
+			BaseURL: baseURL, APIKey: key, Model: model, Streams: cfg.Concurrency, MaxTokens: cfg.MaxTokens,
+			Prompt: cfg.Prompt, MetricsURL: cfg.Metrics, Settle: cfg.Settle, Timeout: cfg.Timeout,
+			Client: client, Progress: progress,
+		})
+	} else {
+		rep, err = bench.Run(ctx, bench.Config{
+			BaseURL: baseURL, APIKey: key, Model: model, Requests: cfg.Count(), Duration: cfg.Duration,
+			Concurrency: cfg.Concurrency, Stream: cfg.Stream, MaxTokens: cfg.MaxTokens, Prompt: cfg.Prompt,
+			Timeout: cfg.Timeout, Client: client, Progress: progress,
+		})
+	}
+	if err != nil {
+		return err
+	}
+	rep.Network = network
+	if cfg.JSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(rep)
+	} else {
+		err = rep.WriteText(stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if rep.OK == 0 && rep.Failed > 0 {
+		return errors.New("every request failed")
+	}
+	return nil
+}
+
+// benchNet is the network bench starts when it is given no URL.
+type benchNet struct {
+	*localnet.Net
+	dir   string
+	about string
+}
+
+func (n *benchNet) close() {
+	n.Close()
+	os.RemoveAll(n.dir)
+}
+
+// startBenchNet starts a coordinator and simulated providers in this process, on a free
+// loopback port, with a temporary data directory.
+func startBenchNet(ctx context.Context, cfg *config.Bench, stderr io.Writer) (*benchNet, error) {
+	dir, err := os.MkdirTemp("", "shareai-bench-")
+	if err != nil {
+		return nil, err
+	}
+	slots := cfg.MaxConcurrent
+	if slots == 0 {
+		slots = cfg.Concurrency
+	}
+	n, err := localnet.Start(ctx, localnet.Config{
+		DataDir: dir, Addr: "127.0.0.1:0", Providers: cfg.Providers, MaxConcurrent: slots,
+		// Prices, fee and credit as `up` has them, so that requests are held and billed.
+		InputPrice: 50_000_000, OutputPrice: 100_000_000, FeeBasisPoints: 500, Credit: 1_000_000 * money.USD,
+		TrustNewNodes: true, Version: version,
+		Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+		NewEngine: func(int) (engine.Engine, error) {
+			return sim.New(sim.Config{TTFT: cfg.SimTTFT, TokensPerSecond: cfg.SimTPS}), nil
+		},
+	})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start a network: %w", err)
+	}
+	speed := fmt.Sprintf("%g tokens/s", cfg.SimTPS)
+	if cfg.SimTPS == 0 {
+		speed = "no delay"
+	}
+	about := fmt.Sprintf("coordinator at %s, %d simulated providers (%d jobs at once each, first token after %s, then %s)",
+		n.URL, cfg.Providers, slots, cfg.SimTTFT, speed)
+	return &benchNet{Net: n, dir: dir, about: about}, nil
+}
+
+// isTerminal reports whether w is a terminal, where a progress bar can redraw its line.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,116 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Memory is a Go server's memory, as its Prometheus endpoint shows it with client_golang's
+// standard Go and process collectors.
+type Memory struct {
+	RSSBytes        float64 `json:"rss_bytes"`         // process_resident_memory_bytes
+	HeapInuseBytes  float64 `json:"heap_inuse_bytes"`  // go_memstats_heap_inuse_bytes
+	HeapAllocBytes  float64 `json:"heap_alloc_bytes"`  // go_memstats_heap_alloc_bytes
+	StackInuseBytes float64 `json:"stack_inuse_bytes"` // go_memstats_stack_inuse_bytes
+	SysBytes        float64 `json:"sys_bytes"`         // go_memstats_sys_bytes
+	Goroutines      float64 `json:"goroutines"`        // go_goroutines
+	// StreamsActive is shareai_streams_active (summed over its labels); nil when the endpoint
+	// has no such metric.
+	StreamsActive *float64 `json:"streams_active,omitempty"`
+}
+
+// memoryMetrics are the metrics a reading needs, with where each goes.
+var memoryMetrics = []struct {
+	name string
+	to   func(*Memory) *float64
+}{
+	{"process_resident_memory_bytes", func(m *Memory) *float64 { return &m.RSSBytes }},
+	{"go_memstats_heap_inuse_bytes", func(m *Memory) *float64 { return &m.HeapInuseBytes }},
+	{"go_memstats_heap_alloc_bytes", func(m *Memory) *float64 { return &m.HeapAllocBytes }},
+	{"go_memstats_stack_inuse_bytes", func(m *Memory) *float64 { return &m.StackInuseBytes }},
+	{"go_memstats_sys_bytes", func(m *Memory) *float64 { return &m.SysBytes }},
+	{"go_goroutines", func(m *Memory) *float64 { return &m.Goroutines }},
+}
+
+// StreamsActiveMetric is the coordinator's gauge of streams being written to buyers.
+const StreamsActiveMetric = "shareai_streams_active"
+
+// ParseMemory reads a Prometheus text exposition (format 0.0.4).
+func ParseMemory(r io.Reader) (*Memory, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("parse metrics: %w", err)
+	}
+	m := &Memory{}
+	for _, mm := range memoryMetrics {
+		f, ok := fams[mm.name]
+		if !ok {
+			return nil, fmt.Errorf("parse metrics: no %s: is this a Go program with client_golang's standard collectors?", mm.name)
+		}
+		*mm.to(m) = sum(f)
+	}
+	if f, ok := fams[StreamsActiveMetric]; ok {
+		v := sum(f)
+		m.StreamsActive = &v
+	}
+	return m, nil
+}
+
+// sum adds up the values of a family's gauges, counters or untyped metrics.
+func sum(f *dto.MetricFamily) float64 {
+	var v float64
+	for _, m := range f.GetMetric() {
+		switch {
+		case m.Gauge != nil:
+			v += m.Gauge.GetValue()
+		case m.Counter != nil:
+			v += m.Counter.GetValue()
+		case m.Untyped != nil:
+			v += m.Untyped.GetValue()
+		}
+	}
+	return v
+}
+
+// ScrapeMemory reads the memory of the server whose Prometheus endpoint is url.
+func ScrapeMemory(ctx context.Context, client *http.Client, url string) (*Memory, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("read metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("read metrics: %s answered %s", url, resp.Status)
+	}
+	return ParseMemory(io.LimitReader(resp.Body, 64<<20))
+}
+
+// perStream is (during − before) / n, field by field.
+func perStream(before, during *Memory, n int) *Memory {
+	d := float64(n)
+	m := &Memory{
+		RSSBytes:        (during.RSSBytes - before.RSSBytes) / d,
+		HeapInuseBytes:  (during.HeapInuseBytes - before.HeapInuseBytes) / d,
+		HeapAllocBytes:  (during.HeapAllocBytes - before.HeapAllocBytes) / d,
+		StackInuseBytes: (during.StackInuseBytes - before.StackInuseBytes) / d,
+		SysBytes:        (during.SysBytes - before.SysBytes) / d,
+		Goroutines:      (during.Goroutines - before.Goroutines) / d,
+	}
+	if before.StreamsActive != nil && during.StreamsActive != nil {
+		v := (*during.StreamsActive - *before.StreamsActive) / d
+		m.StreamsActive = &v
+	}
+	return m
+}

@@ -1,0 +1,143 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Bench configures `shareai bench`.
+type Bench struct {
+	URL         string // the API's base URL; empty: start an in-process network
+	APIKey      string
+	Requests    int // 0: 1000, or no limit with Duration
+	Concurrency int
+	Duration    time.Duration
+	Model       string // empty: the first model GET /v1/models lists
+	Stream      bool
+	MaxTokens   int
+	Prompt      string
+	JSON        bool
+	Timeout     time.Duration
+
+	// Hold mode.
+	Hold    bool
+	Metrics string // the coordinator's Prometheus endpoint
+	Settle  time.Duration
+
+	// The in-process network, without URL.
+	Providers     int
+	SimTTFT       time.Duration
+	SimTPS        float64
+	MaxConcurrent int // slots per agent and model; 0: Concurrency
+}
+
+// BenchEnv documents the environment variables `shareai bench` reads, with the flag each
+// sets: the ones OpenAI's SDKs read, so that bench works after `shareai up`'s exports.
+var BenchEnv = []struct{ Name, Flag, Doc string }{
+	{"OPENAI_BASE_URL", "url", "the API's base URL, with or without /v1"},
+	{"OPENAI_API_KEY", "key", "the buyer's API key (sk-…)"},
+}
+
+// DefaultBenchRequests is how many requests bench sends without -n or --duration.
+const DefaultBenchRequests = 1000
+
+// Flags registers the flags of `shareai bench`.
+func (b *Bench) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&b.URL, "url", "", "the network's API, such as http://127.0.0.1:8080 or …/v1 (env OPENAI_BASE_URL); empty: start a network in this process")
+	fs.StringVar(&b.APIKey, "key", "", "the buyer's API key, sk-… (env OPENAI_API_KEY)")
+	fs.IntVar(&b.Requests, "n", 0, "requests to send (default 1000, or no limit with --duration)")
+	fs.IntVar(&b.Concurrency, "c", 50, "requests in flight at once; in --hold mode, the streams to hold open")
+	fs.DurationVar(&b.Duration, "duration", 0, "send requests for this long instead of -n of them (with -n: whichever ends first)")
+	fs.StringVar(&b.Model, "model", "", "the model (default: the first one GET /v1/models lists)")
+	fs.BoolVar(&b.Stream, "stream", true, "stream the answers (server-sent events, with usage); --stream=false for one JSON answer each")
+	fs.IntVar(&b.MaxTokens, "max-tokens", 64, "each request's max_tokens")
+	fs.StringVar(&b.Prompt, "prompt", "Tell me a short story about a lighthouse keeper.", "the user message of each request")
+	fs.BoolVar(&b.JSON, "json", false, "print the report as JSON")
+	fs.DurationVar(&b.Timeout, "timeout", 2*time.Minute, "the most one request may take; in --hold mode, the most to wait for every stream's first token (0: no limit)")
+	fs.BoolVar(&b.Hold, "hold", false, "memory mode: open -c slow streams at once, wait until each has its first token, read the coordinator's memory from --metrics, then close them")
+	fs.StringVar(&b.Metrics, "metrics", "", "--hold: the coordinator's Prometheus endpoint, such as http://127.0.0.1:9464/metrics")
+	fs.DurationVar(&b.Settle, "settle", 2*time.Second, "--hold: how long all streams stay open before the memory is read")
+	fs.IntVar(&b.Providers, "providers", 2, "without --url: simulated providers of the network bench starts")
+	fs.DurationVar(&b.SimTTFT, "sim-ttft", 150*time.Millisecond, "without --url: the simulated providers' time to first token")
+	fs.Float64Var(&b.SimTPS, "sim-tps", 60, "without --url: the simulated providers' tokens per second (0: no delay; with --hold, default 1)")
+	fs.IntVar(&b.MaxConcurrent, "max-concurrent", 0, "without --url: jobs each provider runs at once (default -c, so that no request waits for a slot)")
+}
+
+// BindEnv sets the flags' defaults from the environment variables of BenchEnv. Call it
+// after Flags and before fs.Parse, so that flags given win.
+func (b *Bench) BindEnv(fs *flag.FlagSet, getenv func(string) string) {
+	for _, e := range BenchEnv {
+		if v := getenv(e.Name); v != "" {
+			f := fs.Lookup(e.Flag)
+			f.Value.Set(v) // strings: never fails
+			f.DefValue = v
+			if e.Flag == "key" {
+				f.DefValue = v[:min(len(v), 6)] + "…"
+			}
+		}
+	}
+}
+
+// Count is how many requests to send: Requests, or its default; 0 means no limit.
+func (b *Bench) Count() int {
+	if b.Requests == 0 && b.Duration == 0 {
+		return DefaultBenchRequests
+	}
+	return b.Requests
+}
+
+// Validate checks the settings.
+func (b *Bench) Validate() error {
+	var errs []error
+	if b.URL != "" {
+		if u, err := url.Parse(b.URL); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			errs = append(errs, &FieldError{"url", fmt.Sprintf("%q is not an http(s) URL such as http://127.0.0.1:8080/v1", b.URL)})
+		}
+		if b.APIKey == "" {
+			errs = append(errs, &FieldError{"key", "an API key is needed with --url (or OPENAI_API_KEY)"})
+		}
+	}
+	if b.Requests < 0 {
+		errs = append(errs, &FieldError{"n", "must not be negative"})
+	}
+	if b.Duration < 0 {
+		errs = append(errs, &FieldError{"duration", "must not be negative"})
+	}
+	if b.Concurrency < 1 || b.Concurrency > 1_000_000 {
+		errs = append(errs, &FieldError{"c", "must be between 1 and 1000000, got " + strconv.Itoa(b.Concurrency)})
+	}
+	if b.MaxTokens < 1 {
+		errs = append(errs, &FieldError{"max-tokens", "must be at least 1"})
+	}
+	if b.Timeout < 0 {
+		errs = append(errs, &FieldError{"timeout", "must not be negative"})
+	}
+	if b.Metrics != "" {
+		if u, err := url.Parse(b.Metrics); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			errs = append(errs, &FieldError{"metrics", fmt.Sprintf("%q is not an http(s) URL such as http://127.0.0.1:9464/metrics", b.Metrics)})
+		}
+		if !b.Hold {
+			errs = append(errs, &FieldError{"metrics", "is read only in --hold mode"})
+		}
+	}
+	if b.Hold && !b.Stream {
+		errs = append(errs, &FieldError{"hold", "holds streams open: it cannot be used with --stream=false"})
+	}
+	if b.Settle < 0 {
+		errs = append(errs, &FieldError{"settle", "must not be negative"})
+	}
+	if b.Providers < 1 || b.Providers > 1000 {
+		errs = append(errs, &FieldError{"providers", "must be between 1 and 1000, got " + strconv.Itoa(b.Providers)})
+	}
+	if b.MaxConcurrent < 0 {
+		errs = append(errs, &FieldError{"max-concurrent", "must not be negative"})
+	}
+	if b.SimTTFT < 0 || b.SimTPS < 0 {
+		errs = append(errs, &FieldError{"sim-tps", "sim timings must not be negative"})
+	}
+	return errors.Join(errs...)
+}
