@@ -26,7 +26,7 @@ func startTracing(cfg config.Trace, service string, log *slog.Logger) (trace.Tra
 	}
 	tracing.SetGlobal(tp, func(err error) { log.Warn("tracing", "err", err) })
 	u, _ := tracing.TracesURL(cfg.Endpoint)
-	log.Info("sending traces", "otlp", u, "sample", cfg.Sample)
+	log.Info("sending traces", "otlp", config.MaskURL(u), "sample", cfg.Sample)
 	return tp, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -81,6 +81,10 @@ func Bind(fs *flag.FlagSet, getenv func(string) string) error {
 // The coordinator's --db URL may hold a password: it is shown without it (maskURL).
 var secretFlags = map[string]bool{"token": true, "upstream-api-key": true, "key": true}
 
+// urlFlags are URLs that may hold a password (the coordinator's --db, a collector's
+// user:pass@): they are shown without it (maskURL).
+var urlFlags = map[string]bool{"db": true, "otlp-endpoint": true}
+
 // showDefault makes v, taken from the environment or a file, the default --help shows.
 func showDefault(f *flag.Flag, v string) {
 	f.DefValue = maskSecret(f.Name, v)
@@ -92,7 +96,7 @@ func maskSecret(flagName, v string) string {
 	if v == "" {
 		return v
 	}
-	if flagName == "db" {
+	if urlFlags[flagName] {
 		return maskURL(v)
 	}
 	if !secretFlags[flagName] {

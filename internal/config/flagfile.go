@@ -130,9 +130,12 @@ func valueHint(f *flag.Flag, err error) string {
 
 // IsSecret reports whether a flag holds a credential, which messages, --help and
 // --check-config show masked.
-func IsSecret(flagName string) bool { return secretFlags[flagName] || flagName == "db" }
+func IsSecret(flagName string) bool { return secretFlags[flagName] || urlFlags[flagName] }
 
-// maskURL shows a database URL without its password: postgres://user@host:5432/db.
+// MaskURL shows a URL without its password, for logs: postgres://user@host:5432/db.
+func MaskURL(v string) string { return maskURL(v) }
+
+// maskURL shows a URL without its password: postgres://user@host:5432/db.
 func maskURL(v string) string {
 	u, err := url.Parse(v)
 	if err != nil {

@@ -33,7 +33,7 @@ func (t *Trace) Validate() error {
 		return nil
 	}
 	if u, err := url.Parse(t.Endpoint); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return &FieldError{"otlp-endpoint", fmt.Sprintf("%q is not a URL such as http://127.0.0.1:4318", t.Endpoint)}
+		return &FieldError{"otlp-endpoint", fmt.Sprintf("%q is not a URL such as http://127.0.0.1:4318", maskURL(t.Endpoint))}
 	}
 	return nil
 }

@@ -91,8 +91,9 @@ func LoadOrCreateKey(dir string) (ed25519.PrivateKey, error) {
 }
 
 // abortGrace is how long the answers still running at the drain deadline get to write their
-// error and return, before their connections are closed.
-const abortGrace = 2 * time.Second
+// error and return, before their connections are closed: longer than the relay waits for a
+// cancelled job's end frame, with the node's usage (2 s).
+const abortGrace = 3 * time.Second
 
 // Coordinator is a running coordinator.
 type Coordinator struct {
@@ -296,7 +297,12 @@ func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		cancel()
 	}
-	c.Fleet.Close()
+	c.Fleet.Close() // ends the jobs still running: requests waiting on their nodes return
+	wctx, cancel := context.WithTimeout(context.Background(), abortGrace)
+	if err := c.Gateway.Wait(wctx); err != nil {
+		c.log.Error("requests still running at shutdown: their holds are closed at the next start", "err", err)
+	}
+	cancel()
 	c.Gateway.Close() // stores the receipts queued, then hands their bills to the ledger
 	c.Ledger.Close()
 	if errors.Is(err, http.ErrServerClosed) {

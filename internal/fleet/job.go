@@ -34,7 +34,8 @@ type Job struct {
 	mu sync.Mutex
 	// inbox holds the frames from the node not taken yet, from head: deltas then one end. It
 	// never blocks the session's reader, and it grows only as far as the buyer lags behind the
-	// node (the window bounds it), so an open stream costs no buffer of a full window.
+	// node (the window bounds it), so an open stream costs no buffer of a full window. One
+	// reader takes from it (the relay, or the prober): ready wakes that one.
 	inbox   []protocol.Frame
 	head    int
 	ended   bool
@@ -106,8 +107,15 @@ func (j *Job) take() (protocol.Frame, bool) {
 	fr := j.inbox[j.head]
 	j.inbox[j.head] = protocol.Frame{} // let the delta go
 	j.head++
-	if j.head == len(j.inbox) {
+	switch {
+	case j.head == len(j.inbox):
 		j.inbox, j.head = j.inbox[:0], 0
+	case j.head >= 32 && j.head >= len(j.inbox)/2:
+		// A reader that never quite catches up: move what is left to the front, so that the
+		// inbox stays as large as the lag, not as the answer.
+		n := copy(j.inbox, j.inbox[j.head:])
+		clear(j.inbox[n:])
+		j.inbox, j.head = j.inbox[:n], 0
 	}
 	return fr, true
 }

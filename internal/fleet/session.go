@@ -52,7 +52,8 @@ func (f *Fleet) ServeAgent(w http.ResponseWriter, r *http.Request) {
 	accountID, err := f.cfg.Authenticate(r.Context(), token)
 	if err != nil {
 		// The token shows by its first characters only, as keys do everywhere.
-		f.log.WarnContext(r.Context(), "agent refused: invalid provider token", "token", token[:min(len(token), 8)]+"…", "remote", r.RemoteAddr, "err", err)
+		// Debug: anyone can knock, and the agent itself says why it was refused.
+		f.log.DebugContext(r.Context(), "agent refused: invalid provider token", "token", token[:min(len(token), 8)]+"…", "remote", r.RemoteAddr, "err", err)
 		http.Error(w, "invalid provider token", http.StatusUnauthorized)
 		return
 	}

@@ -134,9 +134,19 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 		if t.held == 0 {
 			t.bounds.CompletionTokens = g.cfg.Ledger.CompletionBound(req.MaxTokens, offer.ContextLength)
 			amount := g.maxCost(offer, req, t.bounds)
-			if err := g.cfg.Ledger.Hold(ctx, c.id, c.key, amount); err != nil {
+			// A hold once queued commits whether or not the request is still there: wait for
+			// it, and void it when the request ended meanwhile, so that none is left open.
+			if err := g.cfg.Ledger.Hold(context.WithoutCancel(ctx), c.id, c.key, amount); err != nil {
 				offer.Release()
 				return nil, nil, holdError(err)
+			}
+			if ctx.Err() != nil {
+				offer.Release()
+				g.voidHold(ctx, c, req, "the request ended before a node took it")
+				if aborted(ctx) {
+					return nil, nil, errShuttingDown
+				}
+				return nil, nil, errBuyerGone
 			}
 			t.held = max(amount, 1)
 			c.span.AddEvent("hold", trace.WithAttributes(tracing.HoldNanos.Int64(int64(amount))))
@@ -165,11 +175,7 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 		return nil, nil, refusal
 	}
 	if t.held > 0 {
-		u := &store.Usage{RequestID: c.id, AccountID: c.key.AccountID, KeyID: c.key.ID, Model: req.Model, Endpoint: req.Kind,
-			Outcome: store.OutcomeError, Error: "no node could take the request", CreatedAt: c.start}
-		if err := g.cfg.Ledger.Void(context.WithoutCancel(ctx), c.id, u); err != nil {
-			g.log.Error("void hold", logRequestID, c.id, "err", err)
-		}
+		g.voidHold(ctx, c, req, "no node could take the request")
 	}
 	msg := "no node is left to try"
 	if err := cmp.Or(lastErr, t.failure); err != nil {
@@ -177,6 +183,15 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 	}
 	return nil, nil, &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Code: api.CodeNoProviderAvailable,
 		Message: fmt.Sprintf("No node could take this request: %s. Retry shortly.", msg)}
+}
+
+// voidHold closes the request's hold without charge, recording why in its usage.
+func (g *Gateway) voidHold(ctx context.Context, c *call, req *protocol.Request, why string) {
+	u := &store.Usage{RequestID: c.id, AccountID: c.key.AccountID, KeyID: c.key.ID, Model: req.Model, Endpoint: req.Kind,
+		Outcome: store.OutcomeError, Error: why, CreatedAt: c.start}
+	if err := g.cfg.Ledger.Void(context.WithoutCancel(ctx), c.id, u); err != nil {
+		g.log.Error("void hold", logRequestID, c.id, "err", err)
+	}
 }
 
 // noNode is the buyer's error when no node serving model can take the request: 404 when none

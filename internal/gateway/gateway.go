@@ -87,6 +87,7 @@ type Gateway struct {
 	// stopping is cancelled by Abort: inference requests' contexts follow it.
 	stopping context.Context
 	stopAll  context.CancelCauseFunc
+	inflight sync.WaitGroup // inference requests being served
 }
 
 // New returns a gateway. Call Close, before the ledger's, to store the receipts queued and

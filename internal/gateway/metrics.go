@@ -78,6 +78,8 @@ func refusedOutcome(err error) string {
 		return "not_found"
 	case ae.Status == http.StatusTooManyRequests:
 		return "rate_limited"
+	case ae == errBuyerGone:
+		return store.OutcomeCancelled
 	case ae.Status < 500:
 		return "invalid"
 	}

@@ -78,9 +78,14 @@ func (ix *Index) Pick(req Request) (Candidate, error) {
 		start := int(uniform(req.Rand, uint64(len(group))))
 		for j := range group {
 			c := &group[(start+j)%len(group)]
+			// The snapshot's count of running jobs may be older than the slots: the live one
+			// decides, both ways.
 			why, _ := f.check(c)
-			if why == eligible && c.Offer != nil && !c.Offer.Acquire() {
-				why = busy // the snapshot's count is older than the slot
+			switch {
+			case why == busy && c.Offer != nil && c.Offer.Acquire():
+				why = eligible
+			case why == eligible && c.Offer != nil && !c.Offer.Acquire():
+				why = busy
 			}
 			if why != eligible {
 				counts[why]++

@@ -100,8 +100,11 @@ func (a *rankKey) less(b *rankKey) bool {
 //     equal nodes share traffic.
 //
 // Only the best Depth are sorted: Match is one pass over the candidates.
-func Match(req Request, cands []Candidate) Ranking {
-	r := Ranking{Model: req.Model, Serving: len(cands), req: req, cands: cands}
+//
+// The ranking is on the heap: it holds its best entries inline (a few KiB), which on the
+// stack would grow the goroutine of every request, streams held open included.
+func Match(req Request, cands []Candidate) *Ranking {
+	r := &Ranking{Model: req.Model, Serving: len(cands), req: req, cands: cands}
 	r.f = newFilter(req.Prefs, req.Excluded)
 	r.f.continues = req.Continuation
 	r.scan(true)
@@ -122,6 +125,9 @@ func (r *Ranking) scan(count bool) {
 		}
 		c := &r.cands[i]
 		why, pos := r.f.check(c)
+		if why == busy && c.Offer != nil && c.Offer.Running() < c.MaxConcurrent {
+			why = eligible // the snapshot's count is older than the slots: the live one decides
+		}
 		if why != eligible {
 			if count {
 				r.reasons[why]++

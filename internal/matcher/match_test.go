@@ -49,7 +49,7 @@ func lat(rtt, ttft time.Duration) func(*Candidate) {
 }
 
 // ranked returns the node ids of a ranking, best first.
-func ranked(r Ranking) []string {
+func ranked(r *Ranking) []string {
 	var ids []string
 	for _, c := range r.Best() {
 		ids = append(ids, c.NodeID)

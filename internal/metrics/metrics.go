@@ -12,6 +12,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -275,10 +276,17 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(runningDesc, prometheus.GaugeValue, float64(c.v.Running()))
 }
 
-// Serve serves h (a registry's Handler) at /metrics on ln until ctx is done.
+// Serve serves h (a registry's Handler) at /metrics on ln until ctx is done, and Go's
+// profiles at /debug/pprof/ (heap, goroutines, CPU): ln is the operator's own address, on
+// loopback by default.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", h)
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second}
 	go func() {
 		<-ctx.Done()

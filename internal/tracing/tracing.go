@@ -77,10 +77,14 @@ func Setup(ctx context.Context, cfg Config) (trace.TracerProvider, func(context.
 	if cfg.ServiceVersion != "" {
 		attrs = append(attrs, attribute.String("service.version", cfg.ServiceVersion))
 	}
+	ratio := sdktrace.TraceIDRatioBased(cfg.SampleRatio)
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp),
 		sdktrace.WithResource(resource.NewSchemaless(attrs...)),
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.SampleRatio))),
+		// A parent in this process is followed; a remote one (a buyer's traceparent) is not:
+		// the ratio decides, so that no buyer can make the operator trace everything.
+		sdktrace.WithSampler(sdktrace.ParentBased(ratio,
+			sdktrace.WithRemoteParentSampled(ratio), sdktrace.WithRemoteParentNotSampled(ratio))),
 	)
 	return tp, tp.Shutdown, nil
 }

@@ -186,3 +186,25 @@ func TestShort(t *testing.T) {
 		t.Errorf("Short does not mark the cut: %q", got[len(got)-5:])
 	}
 }
+
+// A buyer's traceparent joins the buyer's trace but does not decide what is sampled: the
+// operator's ratio does, so that no buyer can make the operator trace every request.
+func TestSetup_RemoteParentDoesNotForceSampling(t *testing.T) {
+	tp, shutdown, err := tracing.Setup(t.Context(), tracing.Config{Endpoint: "http://127.0.0.1:1", ServiceName: "shareai-test", SampleRatio: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shutdown(context.Background())
+	sampled := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5, 6}, TraceFlags: trace.FlagsSampled, Remote: true,
+	})
+	ctx := trace.ContextWithRemoteSpanContext(context.Background(), sampled)
+	_, span := tp.Tracer("test").Start(ctx, "request")
+	defer span.End()
+	if span.IsRecording() {
+		t.Error("a sampled remote parent made a ratio-0 coordinator record its span")
+	}
+	if span.SpanContext().TraceID() != sampled.TraceID() {
+		t.Error("the span left the buyer's trace")
+	}
+}
