@@ -13,7 +13,8 @@
 # Settings (environment): PROVIDERS (10), SLOTS (1000 per provider and model), TPS (0.5),
 # MAX_TOKENS (2000: streams last MAX_TOKENS/TPS seconds, far longer than the run), SETTLE (5s:
 # how long all streams stay open before the reading), PORT (18080), METRICS_PORT (19464),
-# BIN (a binary to use instead of building one), KEEP=1 (keep the data dirs and logs),
+# BIN (a binary to use instead of building one), KEEP=1 (keep the data dirs and logs), H2C=1
+# (the buyers speak HTTP/2 without TLS: many streams per connection),
 # COORDINATOR_ENV (variables for the coordinator only, such as "GOGC=50" or
 # "GODEBUG=adaptivestackstart=0").
 #
@@ -83,6 +84,7 @@ for n in "${COUNTS[@]}"; do
 	args=(--url "$url" --key "$(cat "$dir/api-key")" --hold -c "$n" --max-tokens "$MAX_TOKENS"
 		--metrics "http://127.0.0.1:$METRICS_PORT/metrics" --settle "$SETTLE" --timeout 5m)
 	[ -n "${JSON:-}" ] && args+=(--json)
+	[ -n "${H2C:-}" ] && args+=(--h2c)
 	"$BIN" bench "${args[@]}"
 
 	stop

@@ -63,6 +63,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return &config.FieldError{Field: "url", Msg: err.Error()}
 	}
 	client := bench.NewClient(cfg.Concurrency)
+	if cfg.H2C {
+		client = bench.NewH2CClient()
+	}
 	model := cfg.Model
 	if model == "" {
 		if model, err = bench.FirstModel(ctx, client, baseURL, key); err != nil {

@@ -31,6 +31,21 @@ func NewClient(conc int) *http.Client {
 	}}
 }
 
+// NewH2CClient returns an HTTP client that speaks HTTP/2 without TLS (prior knowledge), as
+// clients behind an HTTP/2 proxy do: requests share connections, up to the server's
+// concurrent streams each.
+func NewH2CClient() *http.Client {
+	var h2c http.Protocols
+	h2c.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{
+		DialContext:        (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		IdleConnTimeout:    90 * time.Second,
+		DisableCompression: true,
+		Protocols:          &h2c,
+		HTTP2:              &http.HTTP2Config{StrictMaxConcurrentRequests: false},
+	}}
+}
+
 // BaseURL normalizes an API address to its base URL ending in /v1: http://host:8080,
 // http://host:8080/ and http://host:8080/v1/ all give http://host:8080/v1, as OPENAI_BASE_URL
 // has it.

@@ -22,6 +22,7 @@ type Bench struct {
 	Prompt      string
 	JSON        bool
 	Timeout     time.Duration
+	H2C         bool // HTTP/2 without TLS, many requests on one connection
 
 	// Hold mode.
 	Hold    bool
@@ -57,6 +58,7 @@ func (b *Bench) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&b.MaxTokens, "max-tokens", 64, "each request's max_tokens")
 	fs.StringVar(&b.Prompt, "prompt", "Tell me a short story about a lighthouse keeper.", "the user message of each request")
 	fs.BoolVar(&b.JSON, "json", false, "print the report as JSON")
+	fs.BoolVar(&b.H2C, "h2c", false, "speak HTTP/2 without TLS (prior knowledge), many requests on each connection, instead of HTTP/1.1 with one connection per request in flight")
 	fs.DurationVar(&b.Timeout, "timeout", 2*time.Minute, "the most one request may take; in --hold mode, the most to wait for every stream's first token (0: no limit)")
 	fs.BoolVar(&b.Hold, "hold", false, "memory mode: open -c slow streams at once, wait until each has its first token, read the coordinator's memory from --metrics, then close them")
 	fs.StringVar(&b.Metrics, "metrics", "", "--hold: the coordinator's Prometheus endpoint, such as http://127.0.0.1:9464/metrics")

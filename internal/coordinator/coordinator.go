@@ -90,6 +90,17 @@ func LoadOrCreateKey(dir string) (ed25519.PrivateKey, error) {
 	return k, nil
 }
 
+// maxStreamsPerConn bounds the requests one HTTP/2 connection carries at once.
+const maxStreamsPerConn = 1000
+
+func serverProtocols() *http.Protocols {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	return &p
+}
+
 // abortGrace is how long the answers still running at the drain deadline get to write their
 // error and return, before their connections are closed: longer than the relay waits for a
 // cancelled job's end frame, with the node's usage (2 s).
@@ -203,6 +214,13 @@ func (c *Coordinator) readyz(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, `{"status":"ready","nodes":%d}`+"\n", len(c.Fleet.Nodes()))
 }
 
+// closeBilling stores the receipts queued and hands their bills to the ledger, then commits
+// what the ledger has queued, and stops both.
+func (c *Coordinator) closeBilling() {
+	c.Gateway.Close()
+	c.Ledger.Close()
+}
+
 // MetricsHandler serves the coordinator's Prometheus metrics. Serve it on an address of its
 // own (--metrics-addr), not to the public.
 func (c *Coordinator) MetricsHandler() http.Handler { return c.cfg.Metrics.Handler() }
@@ -237,12 +255,20 @@ func (c *Coordinator) Handler() http.Handler { return c.handler }
 func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
 	if r, err := c.Ledger.Recover(ctx); err != nil {
 		ln.Close()
+		c.closeBilling()
+		if ctx.Err() != nil {
+			return nil // stopped before it served: nothing to drain, and the holds wait for the next start
+		}
 		return fmt.Errorf("close holds left open: %w", err)
 	} else if r.Settled+r.Voided > 0 {
 		c.log.Warn("closed holds left open by an unclean stop", "settled_at_checkpoint", r.Settled, "voided", r.Voided)
 	}
 	if n, err := c.cfg.Store.EndOpenSessions(ctx); err != nil {
 		ln.Close()
+		c.closeBilling()
+		if ctx.Err() != nil {
+			return nil
+		}
 		return fmt.Errorf("end node sessions left open: %w", err)
 	} else if n > 0 {
 		c.log.Warn("ended node sessions left open by an unclean stop, at their last sighting", "sessions", n)
@@ -253,6 +279,10 @@ func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       2 * time.Minute,
 		TLSConfig:         c.cfg.TLS,
 		ErrorLog:          slog.NewLogLogger(c.log.Handler(), slog.LevelDebug),
+		// HTTP/1.1, and HTTP/2 over TLS or, for clients behind an HTTP/2 proxy, without TLS
+		// (prior knowledge): many streams on one connection, each cheaper than a connection.
+		Protocols: serverProtocols(),
+		HTTP2:     &http.HTTP2Config{MaxConcurrentStreams: maxStreamsPerConn},
 	}
 	bg, stopBg := context.WithCancel(context.Background())
 	defer stopBg()
@@ -303,8 +333,7 @@ func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
 		c.log.Error("requests still running at shutdown: their holds are closed at the next start", "err", err)
 	}
 	cancel()
-	c.Gateway.Close() // stores the receipts queued, then hands their bills to the ledger
-	c.Ledger.Close()
+	c.closeBilling()
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}

@@ -93,8 +93,15 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 		models:      modelsToTry(req.Model, rt.Models),
 		session:     g.affinity.get(session),
 	}
-	// The key's rate limits (limits.go): admitted before the hold, given back when it ends.
-	admitted, err := g.limits.admit(w.Header(), c.key, t.bounds.PromptEstimate+g.cfg.Ledger.CompletionBound(req.MaxTokens, 0))
+	// The key's rate limits (limits.go): admitted before the hold, given back when it ends. A
+	// request reserves its prompt and its max_tokens; one without max_tokens its prompt only,
+	// since the default bound (4096) would refuse it outright under a small limit: its
+	// completion counts once billed.
+	reserve := t.bounds.PromptEstimate
+	if req.MaxTokens > 0 {
+		reserve += g.cfg.Ledger.CompletionBound(req.MaxTokens, 0)
+	}
+	admitted, err := g.limits.admit(w.Header(), c.key, reserve)
 	if err != nil {
 		if ae, ok := err.(*api.Error); ok {
 			g.cfg.Metrics.RateLimited(ae.Type) // requests (per minute, or concurrent) or tokens

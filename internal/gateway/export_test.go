@@ -14,3 +14,16 @@ func (g *Gateway) RateLimitInFlight(keyID string) int {
 	defer u.mu.Unlock()
 	return u.inflight
 }
+
+// RateLimitReserved is how many tokens of a key the rate limiter holds reserved for requests
+// not ended yet, for tests.
+func (g *Gateway) RateLimitReserved(keyID string) int {
+	v, ok := g.limits.keys.Load(keyID)
+	if !ok {
+		return 0
+	}
+	u := v.(*keyUsage)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.reserved
+}

@@ -207,6 +207,12 @@ func TestLimits_TokensPerMinute(t *testing.T) {
 		t.Fatalf("usage of %s: %v", served[0].body, err)
 	}
 	billed := got.Usage.TotalTokens // the same answer each time: same prompt, same seed
+	// A handler gives its reservation back just after its answer's last byte reaches the buyer.
+	buyer, err := env.Store.KeyByHash(context.Background(), store.HashSecret(env.APIKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.WaitFor("the three reservations given back", func() bool { return env.Coordinator().Gateway.RateLimitReserved(buyer.ID) == 0 })
 
 	// Now the three count what they were billed, not what they reserved: more fit, one at a
 	// time, until the billed tokens of the minute leave no room for another reservation.
@@ -242,7 +248,7 @@ func TestLimits_TokensPerMinute(t *testing.T) {
 	// retry, without Retry-After.
 	params.MaxTokens = openai.Int(int64(limit))
 	retrying := env.Client(option.WithMaxRetries(2))
-	_, err := retrying.Chat.Completions.New(context.Background(), params)
+	_, err = retrying.Chat.Completions.New(context.Background(), params)
 	e := rateLimited(t, err, "tokens")
 	if h := e.Response.Header; h.Get("Retry-After") != "" || h.Get("X-Should-Retry") != "false" || !strings.HasPrefix(e.Message, "Request too large") {
 		t.Errorf("too large: %q, headers %v; want no Retry-After, x-should-retry false", e.Message, h)
@@ -451,4 +457,33 @@ func TestLimits_MaxTokensCeiling(t *testing.T) {
 	for s.Next() {
 	}
 	assertAPIError(t, s.Err(), http.StatusBadRequest, "invalid_value")
+}
+
+// A request without max_tokens reserves its prompt only: a key whose token limit is below the
+// default completion bound (4096) is not refused outright, and what its answers were billed
+// counts against the limit.
+func TestLimits_TokensPerMinuteWithoutMaxTokens(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Providers: 1, KeyLimits: store.RateLimits{TokensPerMinute: 1000}})
+	resp := env.Post("/chat/completions", fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"No max_tokens here."}]}`, model))
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s; want the request served under a 1,000-token limit", resp.StatusCode, body)
+	}
+	var got struct {
+		Usage struct {
+			TotalTokens int `json:"total_tokens"`
+		}
+	}
+	json.Unmarshal(body, &got)
+	buyer, err := env.Store.KeyByHash(context.Background(), store.HashSecret(env.APIKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.WaitFor("its reservation given back", func() bool { return env.Coordinator().Gateway.RateLimitReserved(buyer.ID) == 0 })
+	resp = env.Post("/chat/completions", fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"No max_tokens here."}]}`, model))
+	resp.Body.Close()
+	if left, want := resp.Header.Get("X-Ratelimit-Remaining-Tokens"), 1000-got.Usage.TotalTokens-ledger.EstimateTokens(len(`[{"role":"user","content":"No max_tokens here."}]`)); left != strconv.Itoa(want) {
+		t.Errorf("x-ratelimit-remaining-tokens %s after one answer of %d tokens; want %d", left, got.Usage.TotalTokens, want)
+	}
 }

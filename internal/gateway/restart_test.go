@@ -173,6 +173,10 @@ func TestRestart_StreamsPastTheDrainDeadlineEndWithAClearError(t *testing.T) {
 	if err := env.StartCoordinator(); err != nil {
 		t.Fatal(err)
 	}
+	env.WaitFor("the agents to reconnect on their own", func() bool {
+		c := env.Coordinator()
+		return c != nil && len(c.Fleet.Nodes()) == len(env.Agents)
+	})
 	for _, u := range checkLedger(t, env, before, streams) {
 		if u.Outcome != store.OutcomeError || u.CompletionTokens == 0 || u.CompletionTokens >= 40 {
 			t.Errorf("request %s recorded as %s with %d completion tokens; want an error billed for the few tokens delivered in time",
