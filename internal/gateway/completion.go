@@ -71,27 +71,9 @@ const (
 // models in order. A node that fails before its first token is replaced by another, up to
 // maxFruitless in a row, without the buyer noticing.
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *protocol.Request, stream bool, opts *api.StreamOptions, rt api.Routing, user string) error {
-	prefs, err := matcher.ParsePrefs(rt.Provider)
+	t, err := g.newTry(r, c, req, rt, user)
 	if err != nil {
-		var fe *matcher.FieldError
-		if errors.As(err, &fe) {
-			return api.BadRequest(fe.Field, api.CodeInvalidValue, "Invalid '%s': %s.", fe.Field, fe.Msg)
-		}
-		return api.BadRequest("provider", api.CodeInvalidValue, "Invalid 'provider': %v.", err)
-	}
-	requestSort := prefs.Sort
-	if prefs, rt, err = g.keyRules(c.key, req.Model, prefs, rt); err != nil {
 		return err
-	}
-	session := affinityKey(c, r, user)
-	promptBytes := len(req.Messages) + len(req.Prompt)
-	t := &try{
-		bounds:      ledger.Bounds{PromptTokens: ledger.PromptBound(promptBytes), PromptEstimate: ledger.EstimateTokens(promptBytes)},
-		avoid:       map[string]bool{},
-		prefs:       prefs,
-		requestSort: requestSort,
-		models:      modelsToTry(req.Model, rt.Models),
-		session:     g.affinity.get(session),
 	}
 	// The key's rate limits (limits.go): admitted before the hold, given back when it ends. A
 	// request reserves its prompt and its max_tokens; one without max_tokens its prompt only,
@@ -118,7 +100,11 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 	st := &relay.State{Start: c.start}
 	var sink relay.Sink
 	for {
-		job, sent, err := g.dispatch(r.Context(), c, req, t)
+		var (
+			job  *fleet.Job
+			sent *protocol.Request
+		)
+		aside(func() { job, sent, err = g.dispatch(r.Context(), c, req, t) })
 		if err != nil {
 			if !st.Started {
 				g.keepReceipts(c, t, nil, nil) // of the jobs that refused it; dispatch voided the hold
@@ -170,10 +156,41 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 			// Not the node's fault: the coordinator's drain deadline passed.
 			return g.abort(c, t, st, sink, u, func() { t.parts = append(t.parts, t.work(job, t.cutShort(res), res.Delivered)) })
 		case res.Outcome == relay.OK:
-			g.affinity.put(session, node.ID)
+			g.affinity.put(t.sessionKey, node.ID)
 		}
 		return g.finish(c, job, t, st, res, bill, u)
 	}
+}
+
+// newTry reads a request's routing preferences, with its key's rules, into the state its
+// attempts share. It is a function of its own so that its locals (the preferences are large)
+// are not in serve's stack frame, which stays on the stack of every answer held open.
+//
+//go:noinline
+func (g *Gateway) newTry(r *http.Request, c *call, req *protocol.Request, rt api.Routing, user string) (*try, error) {
+	prefs, err := matcher.ParsePrefs(rt.Provider)
+	if err != nil {
+		var fe *matcher.FieldError
+		if errors.As(err, &fe) {
+			return nil, api.BadRequest(fe.Field, api.CodeInvalidValue, "Invalid '%s': %s.", fe.Field, fe.Msg)
+		}
+		return nil, api.BadRequest("provider", api.CodeInvalidValue, "Invalid 'provider': %v.", err)
+	}
+	requestSort := prefs.Sort
+	if prefs, rt, err = g.keyRules(c.key, req.Model, prefs, rt); err != nil {
+		return nil, err
+	}
+	promptBytes := len(req.Messages) + len(req.Prompt)
+	session := affinityKey(c, r, user)
+	return &try{
+		bounds:      ledger.Bounds{PromptTokens: ledger.PromptBound(promptBytes), PromptEstimate: ledger.EstimateTokens(promptBytes)},
+		avoid:       map[string]bool{},
+		prefs:       prefs,
+		requestSort: requestSort,
+		models:      modelsToTry(req.Model, rt.Models),
+		sessionKey:  session,
+		session:     g.affinity.get(session),
+	}, nil
 }
 
 // try is what a request's attempts on successive nodes share.
@@ -181,6 +198,7 @@ type try struct {
 	prefs       matcher.Prefs
 	requestSort string   // the sort the request itself asked for, before the key's defaults
 	models      []string // to try in order: the requested one, then fallbacks
+	sessionKey  string   // the buyer's session, for affinity
 	session     string   // the node this buyer's session last used, if any
 	bounds      ledger.Bounds
 	held        money.Nanos     // once held, only nodes whose cost fits the hold are tried
@@ -250,7 +268,9 @@ func (g *Gateway) relay(r *http.Request, c *call, job *fleet.Job, t *try, st *re
 		}
 		soFar := g.cfg.Ledger.Price(c.id, t.bounds, append(slices.Clip(t.parts), t.work(job, protocol.Usage{
 			PromptTokens: t.bounds.PromptEstimate, CompletionTokens: ledger.EstimateTokens(delivered)}, delivered)))
-		if err := g.cfg.Ledger.Checkpoint(r.Context(), soFar, u); err != nil && r.Context().Err() == nil {
+		var err error
+		aside(func() { err = g.cfg.Ledger.Checkpoint(r.Context(), soFar, u) })
+		if err != nil && r.Context().Err() == nil {
 			g.log.Warn("checkpoint request", logRequestID, c.id, "err", err)
 		}
 	}
