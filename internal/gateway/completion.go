@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shareai/shareai/internal/api"
+	"github.com/shareai/shareai/internal/aside"
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/ledger"
 	"github.com/shareai/shareai/internal/matcher"
@@ -104,7 +105,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 			job  *fleet.Job
 			sent *protocol.Request
 		)
-		aside(func() { job, sent, err = g.dispatch(r.Context(), c, req, t) })
+		aside.Run(func() { job, sent, err = g.dispatch(r.Context(), c, req, t) })
 		if err != nil {
 			if !st.Started {
 				g.keepReceipts(c, t, nil, nil) // of the jobs that refused it; dispatch voided the hold
@@ -269,7 +270,7 @@ func (g *Gateway) relay(r *http.Request, c *call, job *fleet.Job, t *try, st *re
 		soFar := g.cfg.Ledger.Price(c.id, t.bounds, append(slices.Clip(t.parts), t.work(job, protocol.Usage{
 			PromptTokens: t.bounds.PromptEstimate, CompletionTokens: ledger.EstimateTokens(delivered)}, delivered)))
 		var err error
-		aside(func() { err = g.cfg.Ledger.Checkpoint(r.Context(), soFar, u) })
+		aside.Run(func() { err = g.cfg.Ledger.Checkpoint(r.Context(), soFar, u) })
 		if err != nil && r.Context().Err() == nil {
 			g.log.Warn("checkpoint request", logRequestID, c.id, "err", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/shareai/shareai/internal/api"
+	"github.com/shareai/shareai/internal/aside"
 	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
 )
@@ -73,6 +74,9 @@ func (s *Stream) start() {
 		s.buf = b
 		s.w.Write(b)
 	}
+	// The first flush writes the response's header, deep in net/http: aside, so that the
+	// stream's goroutine keeps a small stack for as long as the answer lasts.
+	aside.Run(func() { s.rc.Flush() })
 }
 
 // Delta writes one chunk.
