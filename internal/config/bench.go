@@ -75,11 +75,8 @@ func (b *Bench) BindEnv(fs *flag.FlagSet, getenv func(string) string) {
 	for _, e := range BenchEnv {
 		if v := getenv(e.Name); v != "" {
 			f := fs.Lookup(e.Flag)
-			f.Value.Set(v) // strings: never fails
-			f.DefValue = v
-			if e.Flag == "key" {
-				f.DefValue = v[:min(len(v), 6)] + "…"
-			}
+			f.Value.Set(v)    // strings: never fails
+			showDefault(f, v) // the key masked
 		}
 	}
 }

@@ -21,7 +21,7 @@ type Trace struct {
 // Flags registers the tracing flags.
 func (t *Trace) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&t.Endpoint, "otlp-endpoint", "", "send OpenTelemetry traces over OTLP/HTTP to this collector, e.g. http://127.0.0.1:4318 (Jaeger, an OpenTelemetry Collector); empty: no traces. OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT apply when neither this nor SHAREAI_OTLP_ENDPOINT is set")
-	fs.Float64Var(&t.Sample, "trace-sample", 1, "share of requests traced, from 0 to 1; a request whose caller sent a W3C traceparent follows the caller's sampling decision")
+	fs.Float64Var(&t.Sample, "trace-sample", 1, "share of requests traced, from 0 to 1, by trace id; a request whose caller sent a W3C traceparent joins the caller's trace, but this ratio, not the caller, decides whether it is recorded")
 }
 
 // Validate checks the settings.

@@ -149,7 +149,9 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 				return nil, nil, errBuyerGone
 			}
 			t.held = max(amount, 1)
-			c.span.AddEvent("hold", trace.WithAttributes(tracing.HoldNanos.Int64(int64(amount))))
+			if g.tracing {
+				c.span.AddEvent("hold", trace.WithAttributes(tracing.HoldNanos.Int64(int64(amount))))
+			}
 		}
 		t.jobs++
 		t.fruitless++

@@ -10,7 +10,7 @@ import (
 )
 
 // A buyer behind an HTTP/2 proxy speaks HTTP/2 without TLS (prior knowledge): the coordinator
-// serves it, streams included, several on one connection.
+// serves it, streams included, one request after another on the client's connection.
 func TestH2C_StreamsOverHTTP2WithoutTLS(t *testing.T) {
 	env := testenv.New(t, testenv.Options{})
 	var h2c http.Protocols

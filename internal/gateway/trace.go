@@ -94,6 +94,9 @@ func (g *Gateway) startMatch(ctx context.Context, model string, candidates int) 
 
 // endMatch records the node a pick chose, or why none could take the request.
 func endMatch(span trace.Span, cand matcher.Candidate, err error) {
+	if !span.IsRecording() {
+		return // no need to format the reasons of a span nobody records
+	}
 	if err != nil {
 		span.SetAttributes(tracing.Reasons.String(err.Error()))
 		span.SetStatus(codes.Error, "no node")

@@ -46,9 +46,10 @@ type Config struct {
 	// service.version): shareai-coordinator, shareai-provider.
 	ServiceName    string
 	ServiceVersion string
-	// SampleRatio is the share of traces started here that are recorded, from 0 to 1. A
-	// request that comes with a caller's trace context follows the caller's decision instead
-	// (a parent-based sampler), so a buyer's sampled trace is always continued.
+	// SampleRatio is the share of traces recorded, from 0 to 1, decided by trace id. A request
+	// that comes with a caller's trace context joins the caller's trace, but the ratio decides
+	// whether it is recorded, not the caller's flag: no buyer can make the operator trace
+	// everything. Spans under a parent in this process follow the parent.
 	SampleRatio float64
 }
 
@@ -173,7 +174,7 @@ const maxStatus = 200
 // Fail marks span as failed by err, with err's text (cut to 200 bytes) as its description.
 // Nothing when err is nil.
 func Fail(span trace.Span, err error) {
-	if err == nil {
+	if err == nil || !span.IsRecording() {
 		return
 	}
 	span.SetStatus(codes.Error, Short(err.Error()))
