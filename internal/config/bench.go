@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/url"
 	"strconv"
 	"time"
 )
@@ -93,7 +92,7 @@ func (b *Bench) Count() int {
 func (b *Bench) Validate() error {
 	var errs []error
 	if b.URL != "" {
-		if u, err := url.Parse(b.URL); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		if !isHTTPURL(b.URL) {
 			errs = append(errs, &FieldError{"url", fmt.Sprintf("%q is not an http(s) URL such as http://127.0.0.1:8080/v1", b.URL)})
 		}
 		if b.APIKey == "" {
@@ -116,7 +115,7 @@ func (b *Bench) Validate() error {
 		errs = append(errs, &FieldError{"timeout", "must not be negative"})
 	}
 	if b.Metrics != "" {
-		if u, err := url.Parse(b.Metrics); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		if !isHTTPURL(b.Metrics) {
 			errs = append(errs, &FieldError{"metrics", fmt.Sprintf("%q is not an http(s) URL such as http://127.0.0.1:9464/metrics", b.Metrics)})
 		}
 		if !b.Hold {

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -97,7 +96,7 @@ func maskSecret(flagName, v string) string {
 		return v
 	}
 	if urlFlags[flagName] {
-		return maskURL(v)
+		return MaskURL(v)
 	}
 	if !secretFlags[flagName] {
 		return v
@@ -330,12 +329,12 @@ func ValidateEngine(engine, upstream string) error {
 	case "sim":
 		return nil
 	case "ollama":
-		if u, err := url.Parse(upstream); upstream != "" && (err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https")) {
+		if upstream != "" && !isHTTPURL(upstream) {
 			return &FieldError{"upstream", "the ollama engine's URL looks like http://127.0.0.1:11434"}
 		}
 		return nil
 	case "openai":
-		if u, err := url.Parse(upstream); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		if !isHTTPURL(upstream) {
 			return &FieldError{"upstream", "the openai engine needs the server's base URL, e.g. http://127.0.0.1:8000/v1"}
 		}
 		return nil

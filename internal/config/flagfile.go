@@ -128,15 +128,19 @@ func valueHint(f *flag.Flag, err error) string {
 	return err.Error()
 }
 
+// isHTTPURL reports whether s is an absolute http or https URL with a host.
+func isHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && u.Host != "" && (u.Scheme == "http" || u.Scheme == "https")
+}
+
 // IsSecret reports whether a flag holds a credential, which messages, --help and
 // --check-config show masked.
 func IsSecret(flagName string) bool { return secretFlags[flagName] || urlFlags[flagName] }
 
-// MaskURL shows a URL without its password, for logs: postgres://user@host:5432/db.
-func MaskURL(v string) string { return maskURL(v) }
-
-// maskURL shows a URL without its password: postgres://user@host:5432/db.
-func maskURL(v string) string {
+// MaskURL shows a URL without its password, for messages and logs:
+// postgres://user@host:5432/db.
+func MaskURL(v string) string {
 	u, err := url.Parse(v)
 	if err != nil {
 		return "…" // cannot tell where the password is

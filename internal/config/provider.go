@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -349,7 +348,7 @@ func splitList(s string) []string {
 // Validate checks the settings.
 func (p *Provider) Validate() error {
 	var errs []error
-	if u, err := url.Parse(p.Coordinator); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+	if !isHTTPURL(p.Coordinator) {
 		errs = append(errs, &FieldError{"coordinator", "want a URL such as https://coordinator.example:8080"})
 	}
 	if p.Token == "" {

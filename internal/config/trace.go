@@ -3,7 +3,6 @@ package config
 import (
 	"flag"
 	"fmt"
-	"net/url"
 	"strconv"
 )
 
@@ -32,8 +31,8 @@ func (t *Trace) Validate() error {
 	if t.Endpoint == "" {
 		return nil
 	}
-	if u, err := url.Parse(t.Endpoint); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return &FieldError{"otlp-endpoint", fmt.Sprintf("%q is not a URL such as http://127.0.0.1:4318", maskURL(t.Endpoint))}
+	if !isHTTPURL(t.Endpoint) {
+		return &FieldError{"otlp-endpoint", fmt.Sprintf("%q is not a URL such as http://127.0.0.1:4318", MaskURL(t.Endpoint))}
 	}
 	return nil
 }
