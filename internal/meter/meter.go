@@ -1,0 +1,275 @@
+// Package meter counts the tokens of the text the coordinator relayed from a node, so that a
+// node's usage claim is checked against what its buyer received instead of taken on trust.
+//
+// A model's family names its tokenizer (see [FamilyOf]): the Llama 3 and Qwen families count
+// with OpenAI's cl100k_base encoding, whose 100,000 tokens their own vocabularies extend and
+// whose split rules they share (Qwen splits numbers into single digits: the count adds one a
+// digit), and gpt-oss with o200k_base, the encoding it was trained with. A model of any other
+// family is bounded by the cl100k count times a ratio learned from the honest claims of
+// verified nodes serving the same model (see [Meter.Learn]), [DefaultRatio] until enough are
+// known.
+//
+// Tokenizing costs about a microsecond a token, so [Meter.Check] first compares a claim with
+// the number of words in the text (runs of characters between white space): no tokenizer of
+// these families makes fewer tokens than words, so a claim within it needs no count. Honest
+// claims of engines that count a token a word (the simulated engine) never tokenize; others
+// tokenize the answers whose claims exceed their word count.
+//
+// It imports the standard library and the tokenizer only; it must not import fleet, gateway,
+// ledger or store.
+package meter
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/tiktoken-go/tokenizer/codec"
+)
+
+// Family is a model family whose tokenizer the meter knows, or Unknown.
+type Family uint8
+
+const (
+	Unknown Family = iota
+	Llama3         // Llama 3, 3.1, 3.2, 3.3: a tiktoken BPE extending cl100k_base
+	Qwen           // Qwen 2, 2.5, 3 and QwQ: a BPE extending cl100k_base, digits split one by one
+	GPTOSS         // gpt-oss: o200k_base (o200k_harmony adds special tokens only)
+	OpenAI         // OpenAI's own models, where an engine serves them under their names
+)
+
+func (f Family) String() string {
+	switch f {
+	case Llama3:
+		return "llama3"
+	case Qwen:
+		return "qwen"
+	case GPTOSS:
+		return "gpt-oss"
+	case OpenAI:
+		return "openai"
+	}
+	return "unknown"
+}
+
+// FamilyOf reads a model's family from its name, as engines and hubs spell it:
+// "meta-llama/Llama-3.1-8B-Instruct", "llama3.2:3b", "sim/llama-3.1-8b", "Qwen/Qwen2.5-7B",
+// "qwen3:8b", "openai/gpt-oss-20b", "gpt-oss:120b".
+func FamilyOf(model string) Family {
+	m := strings.ToLower(model)
+	if i := strings.LastIndexByte(m, '/'); i >= 0 {
+		m = m[i+1:]
+	}
+	switch {
+	case strings.HasPrefix(m, "llama-3") || strings.HasPrefix(m, "llama3") ||
+		strings.HasPrefix(m, "meta-llama-3") || strings.HasPrefix(m, "hermes-3-llama-3"):
+		return Llama3
+	case strings.HasPrefix(m, "qwen2") || strings.HasPrefix(m, "qwen-2") || strings.HasPrefix(m, "qwen3") ||
+		strings.HasPrefix(m, "qwen-3") || strings.HasPrefix(m, "qwq"):
+		return Qwen
+	case strings.HasPrefix(m, "gpt-oss"):
+		return GPTOSS
+	case strings.HasPrefix(m, "gpt-4o") || strings.HasPrefix(m, "gpt-4.1") || strings.HasPrefix(m, "gpt-5"):
+		return GPTOSS // o200k_base as well
+	case strings.HasPrefix(m, "gpt-4") || strings.HasPrefix(m, "gpt-3.5"):
+		return OpenAI
+	}
+	return Unknown
+}
+
+// The encodings, made on first use: each builds a vocabulary of 100,000 or 200,000 entries.
+var (
+	cl100k = sync.OnceValue(codec.NewCl100kBase)
+	o200k  = sync.OnceValue(codec.NewO200kBase)
+)
+
+// chunk bounds the text handed to the tokenizer at once, so that no answer, however built,
+// makes it backtrack over more than this.
+const chunk = 4 << 10
+
+// Count returns the tokens of text in the family's tokenizer; for Unknown, in cl100k_base.
+func Count(f Family, text string) int {
+	c := cl100k()
+	if f == GPTOSS {
+		c = o200k()
+	}
+	n, words := 0, Words(text)
+	if f == Qwen {
+		n += extraDigits(text)
+	}
+	for len(text) > 0 {
+		piece := text
+		if len(piece) > chunk {
+			piece = text[:split(text, chunk)]
+		}
+		k, _ := c.Count(piece) // no error in the default error mode: invalid UTF-8 counts as bytes
+		n += k
+		text = text[len(piece):]
+	}
+	// The library's split rules skip U+007F, which every tokenizer here counts: never count
+	// fewer tokens than words.
+	return max(n, words)
+}
+
+// split returns where to cut text, at most at max: before the white space that precedes a
+// word, where the tokenizers' split rules cut too, or else on a character boundary.
+func split(text string, max int) int {
+	for i := max - 1; i > max/2; i-- {
+		if text[i] == ' ' && !isSpace(text[i+1]) {
+			return i
+		}
+	}
+	for i := max; i > 0; i-- {
+		if utf8.RuneStart(text[i]) {
+			return i
+		}
+	}
+	return max
+}
+
+func isSpace(b byte) bool {
+	return b == ' ' || b == '\t' || b == '\n' || b == '\r' || b == '\v' || b == '\f'
+}
+
+// extraDigits is how many more tokens a tokenizer that splits numbers into single digits makes
+// of text than one that splits them in threes.
+func extraDigits(text string) int {
+	extra, run := 0, 0
+	for _, r := range text {
+		if unicode.IsNumber(r) {
+			run++
+			continue
+		}
+		extra += run - (run+2)/3
+		run = 0
+	}
+	return extra + run - (run+2)/3
+}
+
+// Words counts the runs of characters between ASCII white space in text: a bound below the
+// tokens of any tokenizer that splits text at white space first, as those of every family here
+// do. (Other white space may join two words into one run: the bound is only lower.)
+func Words(text string) int {
+	n, in := 0, false
+	for i := 0; i < len(text); i++ {
+		space := isSpace(text[i])
+		if !space && !in {
+			n++
+		}
+		in = !space
+	}
+	return n
+}
+
+// DefaultRatio bounds the tokens of text for a model of unknown family, as a multiple of its
+// cl100k count, until the meter has learned the model's own ratio.
+const DefaultRatio = 1.25
+
+// Learning the ratio of a model of unknown family: from the first minSamples honest claims of
+// verified nodes, then one in learnEvery (each costs a count), over the last len(ratios.ring).
+// The bound is the median ratio with a margin, within [1, maxRatio]: the median, so that a few
+// verified nodes inflating their claims do not move it.
+const (
+	minSamples = 8
+	learnEvery = 16
+	margin     = 1.1
+	maxRatio   = 2.5
+	maxModels  = 4096 // models whose ratio is learned; others keep the default
+)
+
+// Meter checks usage claims against the text a node delivered. It is safe for concurrent use.
+type Meter struct {
+	mu     sync.Mutex
+	ratios map[string]*ratios // by model, for models of unknown family
+}
+
+type ratios struct {
+	seen  int // claims offered to Learn
+	ring  [64]float64
+	n     int // samples in ring
+	next  int
+	bound float64 // the ratio bounds use; 0 until minSamples
+}
+
+// New returns a meter that knows no ratio yet.
+func New() *Meter { return &Meter{ratios: map[string]*ratios{}} }
+
+// Check returns the completion tokens to bill for a claim of a node serving model that
+// delivered text, and whether the claim was above the meter's bound and cut down to it.
+// special is how many tokens beyond the text an engine may count: the end-of-text token, the
+// tags around reasoning or tool calls.
+func (m *Meter) Check(model string, claim int, text string, special int) (billed int, over bool) {
+	if claim <= Words(text)+special {
+		return claim, false
+	}
+	if b := m.Bound(model, text) + special; claim > b {
+		return b, true
+	}
+	return claim, false
+}
+
+// Bound is the most tokens text can hold for a model: its family tokenizer's count, or the
+// cl100k count times the model's ratio.
+func (m *Meter) Bound(model, text string) int {
+	f := FamilyOf(model)
+	n := Count(f, text)
+	if f != Unknown {
+		return n
+	}
+	return int(float64(n)*m.Ratio(model) + 0.999)
+}
+
+// Ratio returns the multiple of the cl100k count that bounds a model of unknown family.
+func (m *Meter) Ratio(model string) float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r := m.ratios[model]; r != nil && r.bound > 0 {
+		return r.bound
+	}
+	return DefaultRatio
+}
+
+// Learn records the claim of a verified node serving model, for text it delivered and that
+// was billed as claimed. It learns only for models of unknown family, and samples: most calls
+// return at once.
+func (m *Meter) Learn(model string, claim int, text string) {
+	if FamilyOf(model) != Unknown || claim <= 0 {
+		return
+	}
+	m.mu.Lock()
+	r := m.ratios[model]
+	if r == nil {
+		if len(m.ratios) >= maxModels {
+			m.mu.Unlock()
+			return
+		}
+		r = &ratios{}
+		m.ratios[model] = r
+	}
+	r.seen++
+	sample := r.seen <= minSamples || r.seen%learnEvery == 0
+	m.mu.Unlock()
+	if !sample {
+		return
+	}
+	n := Count(Unknown, text)
+	if n < 8 {
+		return // too short to tell a ratio
+	}
+	x := float64(claim) / float64(n)
+	if x > maxRatio {
+		return // no tokenizer makes that many: not an honest claim
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r.ring[r.next] = x
+	r.next = (r.next + 1) % len(r.ring)
+	r.n = min(r.n+1, len(r.ring))
+	if r.n >= minSamples {
+		xs := slices.Clone(r.ring[:r.n])
+		slices.Sort(xs)
+		r.bound = min(max(xs[len(xs)/2]*margin, 1), maxRatio)
+	}
+}

@@ -1,0 +1,247 @@
+package meter
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestFamilyOf(t *testing.T) {
+	tests := []struct {
+		model string
+		want  Family
+	}{
+		{"meta-llama/Llama-3.1-8B-Instruct", Llama3},
+		{"llama3.2:3b", Llama3},
+		{"sim/llama-3.1-8b", Llama3},
+		{"Qwen/Qwen2.5-7B-Instruct", Qwen},
+		{"qwen3:8b", Qwen},
+		{"sim/qwen-2.5-7b", Qwen},
+		{"openai/gpt-oss-20b", GPTOSS},
+		{"gpt-oss:120b", GPTOSS},
+		{"gpt-4", OpenAI},
+		{"mistralai/Mistral-7B-Instruct-v0.3", Unknown},
+		{"llama-2-7b-chat", Unknown},
+		{"tiny", Unknown},
+		{"", Unknown},
+	}
+	for _, tt := range tests {
+		if got := FamilyOf(tt.model); got != tt.want {
+			t.Errorf("FamilyOf(%q) = %v, want %v", tt.model, got, tt.want)
+		}
+	}
+}
+
+func TestCount(t *testing.T) {
+	tests := []struct {
+		f    Family
+		text string
+		want int
+	}{
+		{Llama3, "Hello world", 2},
+		{Llama3, "", 0},
+		{GPTOSS, "Hello world", 2},
+		{Llama3, "12345", 2}, // cl100k: "123", "45"
+		{Qwen, "12345", 5},   // one token a digit
+		{Qwen, "Hello world", 2},
+	}
+	for _, tt := range tests {
+		if got := Count(tt.f, tt.text); got != tt.want {
+			t.Errorf("Count(%v, %q) = %d, want %d", tt.f, tt.text, got, tt.want)
+		}
+	}
+}
+
+// The count of a long text, tokenized in chunks, is the count of the whole.
+func TestCount_Chunks(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	words := []string{"the", "network", "café", "Zürich", "東京", "🙂", "12345", "don't", "\n", "  ", "x=1;", "naïve"}
+	var b strings.Builder
+	for b.Len() < 5*chunk {
+		b.WriteString(words[r.IntN(len(words))])
+		b.WriteByte(' ')
+	}
+	text := b.String()
+	whole, _ := cl100k().Count(text)
+	if got := Count(Llama3, text); got != whole {
+		t.Errorf("chunked count = %d, whole count = %d", got, whole)
+	}
+	// No white space at all: cut on character boundaries, each cut costing at most a token.
+	dense := strings.Repeat("東京", 3*chunk)
+	whole, _ = cl100k().Count(dense)
+	if got := Count(Llama3, dense); got < whole || got > whole+len(dense)/chunk+1 {
+		t.Errorf("dense count = %d, whole count = %d", got, whole)
+	}
+}
+
+func TestWords(t *testing.T) {
+	tests := []struct {
+		text string
+		want int
+	}{
+		{"", 0},
+		{"   ", 0},
+		{"one", 1},
+		{" Hello, world. ", 2},
+		{"a\tb\nc  d", 4},
+		{"café\u00a0bar", 1}, // a non-ASCII space joins: the bound is only lower
+	}
+	for _, tt := range tests {
+		if got := Words(tt.text); got != tt.want {
+			t.Errorf("Words(%q) = %d, want %d", tt.text, got, tt.want)
+		}
+	}
+}
+
+// FuzzWords checks that Words is a lower bound of every family's count, as Check relies on.
+func FuzzWords(f *testing.F) {
+	for _, s := range []string{"Hello, world.", "  a  b ", "東京 🙂", "x\u00a0y z", "\xff\xfe a", "don't stop", "1 22 333 4444"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		w := Words(s)
+		// The library skips U+007F (Count makes up for it): '~' is of the same class.
+		s = strings.ReplaceAll(s, "\x7f", "~")
+		for _, c := range []interface{ Count(string) (int, error) }{cl100k(), o200k()} {
+			if n, _ := c.Count(s); w > n {
+				t.Fatalf("Words(%q) = %d > %d tokens", s, w, n)
+			}
+		}
+	})
+}
+
+func TestCheck(t *testing.T) {
+	m := New()
+	text := "The quick brown fox jumps over the lazy dog, again and again until morning comes."
+	honest := Count(Llama3, text)
+	tests := []struct {
+		name     string
+		model    string
+		claim    int
+		wantBill int
+		wantOver bool
+	}{
+		{"honest", "llama3.1:8b", honest, honest, false},
+		{"one end-of-text token", "llama3.1:8b", honest + 1, honest + 1, false},
+		{"within words", "llama3.1:8b", Words(text), Words(text), false},
+		{"inflated", "llama3.1:8b", 97, honest + 1, true},
+		{"under-claimed", "llama3.1:8b", 3, 3, false},
+		{"unknown family, default ratio", "mistral-7b", 97, int(float64(Count(Unknown, text))*DefaultRatio+0.999) + 1, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, over := m.Check(tt.model, tt.claim, text, 1)
+			if got != tt.wantBill || over != tt.wantOver {
+				t.Errorf("Check(%d) = %d, %v; want %d, %v", tt.claim, got, over, tt.wantBill, tt.wantOver)
+			}
+		})
+	}
+}
+
+// The issue's scenario: 96 bytes of answer, 97 tokens claimed. The buyer pays at most 10% more
+// than the honest count where the family's tokenizer is known, and at most 25% more elsewhere,
+// once the meter has learned the model's ratio from verified nodes.
+func TestCheck_InflationScenario(t *testing.T) {
+	text := "Paris is the capital of France. It sits on the Seine, and three million people live in the city."
+	if len(text) != 96 {
+		t.Fatalf("scenario text is %d bytes, want 96", len(text))
+	}
+	m := New()
+	t.Run("known tokenizer", func(t *testing.T) {
+		honest := Count(Llama3, text)
+		billed, over := m.Check("meta-llama/Llama-3.1-8B-Instruct", 97, text, 1)
+		t.Logf("honest %d tokens, claimed 97, billed %d", honest, billed)
+		if !over || float64(billed) > 1.1*float64(honest) {
+			t.Errorf("billed %d (flagged %v) of an honest %d: want flagged, at most %d", billed, over, honest, int(1.1*float64(honest)))
+		}
+	})
+	t.Run("unknown tokenizer", func(t *testing.T) {
+		// Verified nodes of a SentencePiece model make about 1.2 times cl100k's tokens.
+		corpus := []string{
+			"Rivers carry water from the mountains to the sea, shaping valleys over many thousands of years.",
+			"A good answer is short, clear and honest about what it does not know, and it names its sources.",
+			"The engine reads the prompt, builds its cache of keys and values, then writes the answer token by token.",
+			"Winter mornings in the city are quiet; the first trams run empty, and the bakeries open before six.",
+		}
+		model := "mistralai/Mistral-7B-Instruct-v0.3"
+		for i := range 3 * minSamples {
+			s := corpus[i%len(corpus)]
+			m.Learn(model, int(1.2*float64(Count(Unknown, s))), s)
+		}
+		honest := int(1.2 * float64(Count(Unknown, text)))
+		billed, over := m.Check(model, 97, text, 1)
+		t.Logf("honest %d tokens, claimed 97, billed %d (ratio %.3f)", honest, billed, m.Ratio(model))
+		if !over || float64(billed) > 1.25*float64(honest) {
+			t.Errorf("billed %d (flagged %v) of an honest %d: want flagged, at most %d", billed, over, honest, int(1.25*float64(honest)))
+		}
+		if got, over := m.Check(model, honest, text, 1); over || got != honest {
+			t.Errorf("honest claim %d billed %d (flagged %v)", honest, got, over)
+		}
+	})
+}
+
+// A few verified nodes inflating their claims do not move the learned ratio.
+func TestLearn_Robust(t *testing.T) {
+	m := New()
+	s := "Rivers carry water from the mountains to the sea, shaping valleys over many thousands of years."
+	n := Count(Unknown, s)
+	for i := range 64 {
+		claim := n // honest: the cl100k count
+		if i%4 == 0 {
+			claim = 2 * n // a quarter of the samples inflated
+		}
+		m.Learn("tiny", claim, s)
+	}
+	if r := m.Ratio("tiny"); r > 1.1*margin {
+		t.Errorf("ratio = %.3f after a quarter of inflated samples, want about %.2f", r, margin)
+	}
+	m.Learn("llama3.1:8b", 1000, s) // known families learn nothing
+	if len(m.ratios) != 1 {
+		t.Errorf("learned %d models, want 1", len(m.ratios))
+	}
+}
+
+// A real engine's honest claim, recorded from llama.cpp with a tiny SentencePiece-style
+// vocabulary (a family the meter does not know), is billed as claimed.
+func TestCheck_RecordedLlamaCpp(t *testing.T) {
+	b, err := os.ReadFile("testdata/llamacpp_chat_nonstream.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answer struct {
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+		Usage struct {
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(b, &answer); err != nil {
+		t.Fatal(err)
+	}
+	text, claim := answer.Choices[0].Message.Content, answer.Usage.CompletionTokens
+	if got, over := New().Check("tiny", claim, text, 1); over || got != claim {
+		t.Errorf("claim %d for %q billed %d (flagged %v), want as claimed", claim, text, got, over)
+	}
+}
+
+func BenchmarkCheck(b *testing.B) {
+	// 20 words, as the path benchmark's answers: claims within the words need no count.
+	words := strings.Repeat(" word", 20)
+	long := strings.Repeat("The engine reads the prompt, builds its cache, then writes the answer token by token. ", 12)
+	m := New()
+	b.Run("words", func(b *testing.B) {
+		for b.Loop() {
+			m.Check("llama3.1:8b", 20, words, 1)
+		}
+	})
+	b.Run("counted-1KB", func(b *testing.B) {
+		claim := Words(long) + 10
+		b.SetBytes(int64(len(long)))
+		for b.Loop() {
+			m.Check("llama3.1:8b", claim, long, 1)
+		}
+	})
+}
