@@ -350,7 +350,8 @@ func adminCap(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	period := fs.String("period", "", "the cap's window: daily, weekly or monthly (UTC; weeks start on Monday)")
 	limit := fs.String("limit", "", "the most that can be spent per window, in USD; 0 removes the cap")
 	pos, err := parseVerb(fs, args, stderr, `Set or remove a spend cap: on an account (all its keys together) or on one API key.
-A request that could take the spending over the cap is refused with 402.
+A request that could take the spending over the cap is refused with 402. The spending counts
+from the window's start, so a cap set or changed mid-window counts what was spent before it.
 
 Usage: shareai admin cap ACCOUNT|--key KEY-ID --period daily|weekly|monthly --limit USD`, 0, 1)
 	if err != nil {

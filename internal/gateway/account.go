@@ -189,8 +189,8 @@ type KeyInfo struct {
 	Usage  KeyUsage   `json:"usage"`
 }
 
-// KeyLimit is a spend cap in its current window. Usage counts what was spent under the cap
-// since it was set, within the window.
+// KeyLimit is a spend cap in its current window. Usage counts what was spent since the
+// window's start, before the cap was set or changed too.
 type KeyLimit struct {
 	Scope          string `json:"scope"`  // "key" or "account"
 	Period         string `json:"period"` // daily, weekly or monthly

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -97,6 +98,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 		Endpoint: req.Kind, Stream: stream, CreatedAt: c.start,
 	}
 	c.usage = u
+	t.stream = stream
 	defer g.cfg.Metrics.RequestStarted(stream)()
 	st := &relay.State{Start: c.start}
 	var sink relay.Sink
@@ -137,7 +139,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 			}
 		case res.Outcome == relay.Failed:
 			job.Offer.Observe(false, 0, 0)
-			t.parts = append(t.parts, t.work(job, t.cutShort(res), res.Delivered))
+			t.parts = append(t.parts, g.cutShort(t, st, job, res))
 			if res.Delivered > 0 {
 				t.fruitless = 0 // the answer grew: a node that fails now starts a new count
 			}
@@ -155,7 +157,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 			continue
 		case res.Outcome == relay.Cancelled && aborted(r.Context()):
 			// Not the node's fault: the coordinator's drain deadline passed.
-			return g.abort(c, t, st, sink, u, func() { t.parts = append(t.parts, t.work(job, t.cutShort(res), res.Delivered)) })
+			return g.abort(c, t, st, sink, u, func() { t.parts = append(t.parts, g.cutShort(t, st, job, res)) })
 		case res.Outcome == relay.OK:
 			g.affinity.put(t.sessionKey, node.ID)
 		}
@@ -215,6 +217,12 @@ type try struct {
 	ran        []*fleet.Job      // the jobs sent, in order, for their receipts
 	billed     int               // the tokens billed (prompt + completion), once billed
 	span       trace.Span        // of the job now running
+	stream     bool              // the answer is streamed: delivered as it comes
+	// from and asideFrom are where the current job's answer starts in the relay's State.Text
+	// and State.Aside, for the coordinator's count of its tokens.
+	from, asideFrom int
+	checkpointed    time.Time   // when the request's bill was last checkpointed
+	ended           atomic.Bool // the request has ended: a checkpoint still queued is dropped
 }
 
 // canRetry says whether the request may take another job.
@@ -240,43 +248,75 @@ func newSink(w http.ResponseWriter, c *call, req *protocol.Request, stream bool,
 	return relay.NewCompletionCollect(w, a)
 }
 
-// work is what the node of a job did, as it claims.
-func (t *try) work(job *fleet.Job, u protocol.Usage, delivered int) ledger.Work {
+// work is what the node of a job did: the usage it claims, its completion bounded by the
+// coordinator's count of the answer it delivered (meter.Check). A claim over that count is cut
+// down to it; when the job ended whole (complete), the node is flagged for it too: a job cut
+// short may have generated tokens that never reached the buyer, and they are not billed, but
+// they are no sign of a dishonest node. A completion the node never reported is its pieces,
+// or else the count.
+func (g *Gateway) work(t *try, st *relay.State, job *fleet.Job, used protocol.Usage, pieces, delivered int, complete bool) ledger.Work {
 	n := job.Offer.Node
-	return ledger.Work{NodeID: n.ID, ProviderID: n.AccountID, Ask: t.ask,
-		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, DeliveredBytes: delivered}
+	w := ledger.Work{NodeID: n.ID, ProviderID: n.AccountID, Ask: t.ask,
+		PromptTokens: used.PromptTokens, CompletionTokens: used.CompletionTokens, DeliveredBytes: delivered}
+	text, special := st.Text.String()[t.from:], 1 // an engine may count its end-of-text token
+	if aside := st.Aside.String()[t.asideFrom:]; aside != "" {
+		text += "\n" + aside
+		special = 8 // the tags around reasoning and tool calls
+	}
+	if w.CompletionTokens <= 0 && delivered > 0 {
+		w.CompletionTokens = pieces
+		if pieces <= 0 {
+			w.CompletionTokens = g.meter.Bound(job.Offer.Model, text)
+		}
+	}
+	claim := w.CompletionTokens
+	var over bool
+	w.CompletionTokens, over = g.meter.Check(job.Offer.Model, claim, text, special)
+	w.Overclaimed = over && complete
+	if complete && !over && trusted(n.Level()) {
+		// An honest answer of a verified node teaches the meter the model's ratio, where its
+		// family's tokenizer is unknown.
+		g.meter.Learn(job.Offer.Model, claim, text)
+	}
+	return w
 }
+
+// trusted says whether a node of a level (store.Level*) has passed verification.
+func trusted(level string) bool { return level == store.LevelVerified || level == store.LevelTrusted }
 
 // relay relays one node's answer to the buyer. It returns the answer's bill when the answer
 // ended whole (the bill is priced before its end is written), nil otherwise.
 func (g *Gateway) relay(r *http.Request, c *call, job *fleet.Job, t *try, st *relay.State, sink relay.Sink, u *store.Usage) (relay.Result, *ledger.Bill) {
+	t.from, t.asideFrom = st.Text.Len(), st.Aside.Len()
 	var bill *ledger.Bill
-	price := func(used protocol.Usage, delivered int) (protocol.Usage, money.Nanos) {
-		bill = g.cfg.Ledger.Price(c.id, t.bounds, append(slices.Clip(t.parts), t.work(job, used, delivered)))
+	price := func(used protocol.Usage, pieces, delivered int) (protocol.Usage, money.Nanos) {
+		bill = g.cfg.Ledger.Price(c.id, t.bounds, append(slices.Clip(t.parts), g.work(t, st, job, used, pieces, delivered, true)))
 		return protocol.Usage{PromptTokens: bill.PromptTokens, CompletionTokens: bill.CompletionTokens}, bill.Cost()
 	}
-	// During a long answer, the bill of what was delivered so far is checkpointed, so that a
-	// crash is followed by a settlement of that rather than by nothing.
-	lastCheckpoint := c.start
-	progress := func(delivered int) {
-		now := g.cfg.Now()
-		if now.Sub(lastCheckpoint) < checkpointEvery {
-			return
-		}
-		lastCheckpoint = now
-		for _, p := range t.parts {
-			delivered -= p.DeliveredBytes // delivered by the nodes before this one
-		}
-		soFar := g.cfg.Ledger.Price(c.id, t.bounds, append(slices.Clip(t.parts), t.work(job, protocol.Usage{
-			PromptTokens: t.bounds.PromptEstimate, CompletionTokens: ledger.EstimateTokens(delivered)}, delivered)))
-		var err error
-		aside.Run(func() { err = g.cfg.Ledger.Checkpoint(r.Context(), soFar, u) })
-		if err != nil && r.Context().Err() == nil {
-			g.log.Warn("checkpoint request", logRequestID, c.id, "err", err)
-		}
-	}
-	res := relay.Run(r.Context(), job, sink, st, relay.Options{Bill: price, Progress: progress, StallCeiling: g.cfg.StallTimeout})
+	res := relay.Run(r.Context(), job, sink, st, relay.Options{Bill: price, Progress: func(_, pieces int) { g.checkpoint(c, t, st, job, u, pieces) },
+		StallCeiling: g.cfg.StallTimeout})
 	return res, bill
+}
+
+// checkpoint records, at a stream's first piece and then every checkpointEvery, the bill of
+// what the buyer has received so far, so that a crash is followed by a settlement of that
+// rather than by nothing: the prompt as estimated, and the completion tokens delivered (the
+// pieces the node sent, within the coordinator's count of their text). It queues the
+// checkpoint and returns at once. A non-streamed answer reaches the buyer whole, at its end:
+// until then nothing was delivered to checkpoint.
+func (g *Gateway) checkpoint(c *call, t *try, st *relay.State, job *fleet.Job, u *store.Usage, pieces int) {
+	if !t.stream {
+		return
+	}
+	now := g.cfg.Now()
+	if !t.checkpointed.IsZero() && now.Sub(t.checkpointed) < checkpointEvery {
+		return
+	}
+	t.checkpointed = now
+	delivered := st.Text.Len() - t.from + st.Aside.Len() - t.asideFrom
+	w := g.work(t, st, job, protocol.Usage{PromptTokens: t.bounds.PromptEstimate, CompletionTokens: max(pieces, 1)}, pieces, delivered, false)
+	soFar := g.cfg.Ledger.Price(c.id, t.bounds, append(slices.Clip(t.parts), w))
+	g.cfg.Ledger.CheckpointLater(soFar, u, t.ended.Load)
 }
 
 // finish records how the request ended and queues its bill: what was delivered, or nothing.
@@ -309,10 +349,10 @@ func (g *Gateway) finish(c *call, job *fleet.Job, t *try, st *relay.State, res r
 		if used.PromptTokens == 0 {
 			used.PromptTokens = t.bounds.PromptEstimate
 		}
-		bill = g.cfg.Ledger.Price(c.id, t.bounds, append(t.parts, t.work(job, used, res.Delivered)))
+		bill = g.cfg.Ledger.Price(c.id, t.bounds, append(t.parts, g.work(t, st, job, used, res.Pieces, res.Delivered, false)))
 	}
 	if len(bill.Clamped) > 0 {
-		g.log.Warn("node claimed more tokens than it delivered; billed the coordinator's estimate", logRequestID, c.id, logNode, job.Offer.Node.ID,
+		g.log.Warn("node claimed more tokens than it delivered; billed the coordinator's count", logRequestID, c.id, logNode, job.Offer.Node.ID,
 			"claimed_prompt", res.Usage.PromptTokens, "claimed_completion", res.Usage.CompletionTokens,
 			"billed_prompt", bill.PromptTokens, "billed_completion", bill.CompletionTokens)
 	}

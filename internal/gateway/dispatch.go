@@ -79,7 +79,8 @@ func (g *Gateway) resolveModel(model string) (string, string) {
 // dispatch picks a node not to avoid, holds the most the request can cost there (on the first
 // attempt), and sends it the job. It tries the models in order; the request it returns is the
 // one it sent, naming the model that serves (req itself is never changed: a job sent earlier
-// may still be reading it). When no node can take it, the hold is voided.
+// may still be reading it). When no node can take it, the hold is voided, unless the answer
+// has started (t.continuing): the caller then bills what was delivered.
 func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, t *try) (*fleet.Job, *protocol.Request, error) {
 	var (
 		lastErr error
@@ -176,7 +177,9 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 	if refusal != nil && t.held == 0 {
 		return nil, nil, refusal
 	}
-	if t.held > 0 {
+	if t.held > 0 && !t.continuing {
+		// Nothing was delivered. (An answer cut short is billed for what it delivered: the
+		// caller settles the hold.)
 		g.voidHold(ctx, c, req, "no node could take the request")
 	}
 	msg := "no node is left to try"

@@ -4,6 +4,7 @@ import (
 	"bytes"
 
 	"github.com/shareai/shareai/internal/api"
+	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/ledger"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/relay"
@@ -64,18 +65,15 @@ func (t *try) original(req *protocol.Request) *protocol.Request {
 	return t.first
 }
 
-// cutShort is the usage of a node that failed mid-answer: what it reported, or else the
-// coordinator's estimate (its prompt, and the tokens in what it delivered).
-func (t *try) cutShort(res relay.Result) protocol.Usage {
+// cutShort is the work of a node that failed mid-answer: the usage it reported, or else the
+// coordinator's (its prompt as estimated, and the tokens it delivered), never more than the
+// coordinator's count of what it delivered. A node that delivered nothing is paid nothing.
+func (g *Gateway) cutShort(t *try, st *relay.State, job *fleet.Job, res relay.Result) ledger.Work {
 	u := res.Usage
-	if u.PromptTokens == 0 {
+	if res.Delivered == 0 {
+		u = protocol.Usage{}
+	} else if u.PromptTokens == 0 {
 		u.PromptTokens = t.bounds.PromptEstimate
 	}
-	if u.CompletionTokens == 0 {
-		u.CompletionTokens = res.Pieces // what its engine gave, piece by piece
-	}
-	if u.CompletionTokens == 0 {
-		u.CompletionTokens = ledger.EstimateTokens(res.Delivered)
-	}
-	return u
+	return g.work(t, st, job, u, res.Pieces, res.Delivered, false)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/shareai/shareai/internal/api"
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/ledger"
+	"github.com/shareai/shareai/internal/meter"
 	"github.com/shareai/shareai/internal/metrics"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/reputation"
@@ -70,7 +71,10 @@ type Config struct {
 	Limits store.RateLimits
 	// MaxTokensLimit is the most max_tokens a request may ask for. Default 32768.
 	MaxTokensLimit int
-	Now            func() time.Time
+	// Meter counts the tokens of the answers nodes deliver, to check their usage claims; nil:
+	// a meter of the gateway's own.
+	Meter *meter.Meter
+	Now   func() time.Time
 }
 
 // Gateway is the buyer API.
@@ -82,6 +86,7 @@ type Gateway struct {
 	cands    candidates
 	notary   *notary
 	limits   limiter
+	meter    *meter.Meter
 	tracer   trace.Tracer
 	tracing  bool // whether tracer records: only then is a buyer's traceparent read
 	// stopping is cancelled by Abort: inference requests' contexts follow it.
@@ -118,7 +123,10 @@ func New(cfg Config) *Gateway {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.NewCoordinator(nil)
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Log, tracing: tracing.Enabled(cfg.TracerProvider),
+	if cfg.Meter == nil {
+		cfg.Meter = meter.New()
+	}
+	g := &Gateway{cfg: cfg, log: cfg.Log, meter: cfg.Meter, tracing: tracing.Enabled(cfg.TracerProvider),
 		tracer: tracing.Tracer(cfg.TracerProvider, "github.com/shareai/shareai/internal/gateway")}
 	g.notary = newNotary(cfg.ReceiptKey, cfg.Store, func(b *ledger.Bill, u *store.Usage) { g.cfg.Ledger.SettleLater(b, u) }, cfg.Log, cfg.Now)
 	g.keys = keyCache{ttl: cfg.KeyCacheTTL, now: cfg.Now, m: make(map[[32]byte]cachedKey)}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/engine/sim"
-	"github.com/shareai/shareai/internal/ledger"
+	"github.com/shareai/shareai/internal/meter"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/testenv"
 )
@@ -24,7 +24,7 @@ func (e inflating) Run(ctx context.Context, req *protocol.Request, out engine.Ou
 	return res, err
 }
 
-// A node that over-reports usage is billed at the coordinator's estimate of what it delivered,
+// A node that over-reports usage is billed at the coordinator's count of what it delivered,
 // never more, and its over-claim is recorded against it.
 func TestUsage_OverClaimIsNotBilled(t *testing.T) {
 	env := testenv.New(t, testenv.Options{Providers: 1, NewEngine: func(int) (engine.Engine, error) {
@@ -42,8 +42,11 @@ func TestUsage_OverClaimIsNotBilled(t *testing.T) {
 	if text != honest {
 		t.Fatalf("answer %q, want the sim's %q", text, honest)
 	}
-	if c := int(got.Usage.CompletionTokens); c > len(text)+1 || c != ledger.EstimateTokens(len(text)) {
-		t.Errorf("billed %d completion tokens for %d bytes delivered; want the estimate %d", c, len(text), ledger.EstimateTokens(len(text)))
+	// Billed the coordinator's count of the text in the model family's tokenizer (and one
+	// end-of-text token), not the claim, and no less than the sim's own honest count.
+	want := meter.Count(meter.FamilyOf(model), text) + 1
+	if c := int(got.Usage.CompletionTokens); c != want || c < meter.Words(text) {
+		t.Errorf("billed %d completion tokens for %q; want the coordinator's count %d", c, text, want)
 	}
 	node := resp.Header.Get("X-Shareai-Node")
 	env.WaitFor("the over-claim to be recorded", func() bool {

@@ -72,6 +72,7 @@ func (g *Gateway) receiptKey(w http.ResponseWriter, r *http.Request) {
 // settle), so that a request's receipts are stored before its usage row. A job whose end comes
 // later (one cancelled after a stall) goes without a receipt.
 func (g *Gateway) keepReceipts(c *call, t *try, bill *ledger.Bill, u *store.Usage) {
+	t.ended.Store(true) // a checkpoint still queued says less than this
 	traceBill(c.span, bill, len(t.ran))
 	var jobs []jobReceipt
 	for _, j := range t.ran {

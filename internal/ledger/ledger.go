@@ -39,10 +39,11 @@ type Config struct {
 
 // Ledger bills requests.
 type Ledger struct {
-	cfg     Config
-	log     *slog.Logger
-	holds   *batcher[*store.Hold]
-	settles *batcher[*store.Settlement]
+	cfg         Config
+	log         *slog.Logger
+	holds       *batcher[*store.Hold]
+	settles     *batcher[*store.Settlement]
+	checkpoints *batcher[checkpoint]
 }
 
 // New returns a ledger. Call Close to settle what is queued.
@@ -66,6 +67,7 @@ func New(cfg Config) *Ledger {
 	if cfg.Store != nil {
 		l.holds = newBatcher(l.placeHolds)
 		l.settles = newBatcher(l.settle)
+		l.checkpoints = newBatcher(l.commitCheckpoints)
 	}
 	return l
 }
@@ -105,6 +107,7 @@ func (l *Ledger) settle(ctx context.Context, ss []*store.Settlement) []error {
 func (l *Ledger) Close() {
 	if l.holds != nil {
 		l.holds.close()
+		l.checkpoints.close()
 		l.settles.close()
 	}
 }
@@ -175,6 +178,9 @@ type Work struct {
 	// DeliveredBytes is the size of the text and tool calls the coordinator relayed from the
 	// node: no node is paid for tokens it did not deliver.
 	DeliveredBytes int
+	// Overclaimed says the node claimed more completion tokens than the coordinator counted in
+	// what it delivered (CompletionTokens is the count then): it is flagged.
+	Overclaimed bool
 }
 
 // Bill is what a request costs.
@@ -224,7 +230,7 @@ func (l *Ledger) Price(requestID string, b Bounds, work []Work) *Bill {
 		if completion > completionLeft {
 			completion, clamped = max(completionLeft, 0), true
 		}
-		if clamped {
+		if clamped || w.Overclaimed {
 			bill.Clamped = append(bill.Clamped, w.NodeID)
 			s.Flagged = append(s.Flagged, w.NodeID)
 		}
@@ -281,13 +287,56 @@ func (l *Ledger) Void(ctx context.Context, requestID string, u *store.Usage) err
 }
 
 // Checkpoint records the bill of what a running request has delivered so far, for Recover,
-// with the request's usage record as it stands.
+// with the request's usage record as it stands. It returns once the checkpoint has committed.
 func (l *Ledger) Checkpoint(ctx context.Context, bill *Bill, u *store.Usage) error {
+	return l.checkpoints.do(ctx, checkpoint{s: checkpointOf(bill, u)})
+}
+
+// CheckpointLater queues a checkpoint of what a running request has delivered so far and
+// returns at once; checkpoints queued together commit in one transaction. A checkpoint still
+// queued when ended reports true is dropped: the request's settlement says more. Its errors
+// are logged.
+func (l *Ledger) CheckpointLater(bill *Bill, u *store.Usage, ended func() bool) {
+	s := checkpointOf(bill, u)
+	l.checkpoints.queue(checkpoint{s: s, ended: ended}, func(err error) {
+		if err != nil && !errors.Is(err, errClosed) {
+			l.log.Warn("checkpoint request", "request_id", s.RequestID, "err", err)
+		}
+	})
+}
+
+// checkpoint is a queued checkpoint, with how to tell that its request has ended since.
+type checkpoint struct {
+	s     *store.Settlement
+	ended func() bool // nil: never
+}
+
+func checkpointOf(bill *Bill, u *store.Usage) *store.Settlement {
 	s := *bill.Settlement
 	rec := *u
 	rec.PromptTokens, rec.CompletionTokens, rec.Cost = bill.PromptTokens, bill.CompletionTokens, s.Debit
 	s.Usage = &rec
-	return l.cfg.Store.CheckpointHold(ctx, &s)
+	return &s
+}
+
+// commitCheckpoints commits the checkpoints of requests still running, in one transaction.
+func (l *Ledger) commitCheckpoints(ctx context.Context, cs []checkpoint) []error {
+	errs := make([]error, len(cs))
+	batch := make([]*store.Settlement, 0, len(cs))
+	for _, c := range cs {
+		if c.ended == nil || !c.ended() {
+			batch = append(batch, c.s)
+		}
+	}
+	if len(batch) == 0 {
+		return errs
+	}
+	if err := l.cfg.Store.CheckpointHolds(ctx, batch); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+	}
+	return errs
 }
 
 // Recovered counts the holds Recover closed.

@@ -42,9 +42,9 @@ const (
 	Refused
 )
 
-// Biller prices an answer before its end is written: from the last node's usage and the bytes
-// of answer it relayed, it returns the usage to bill and its cost.
-type Biller func(u protocol.Usage, delivered int) (protocol.Usage, money.Nanos)
+// Biller prices an answer before its end is written: from the last node's usage, the pieces
+// it sent and the bytes of answer it relayed, it returns the usage to bill and its cost.
+type Biller func(u protocol.Usage, pieces, delivered int) (protocol.Usage, money.Nanos)
 
 // cancelWait bounds how long a cancelled job's end frame, with the node's usage, is awaited.
 const cancelWait = 2 * time.Second
@@ -59,6 +59,9 @@ type State struct {
 	// Other is true once the answer carries more than text (tool calls, reasoning): such an
 	// answer cannot be continued by another node.
 	Other bool
+	// Aside is the rest of the answer delivered so far, as text: its reasoning and tool calls
+	// (their JSON), for the coordinator's count of a node's tokens.
+	Aside strings.Builder
 	// Delivered is the size of the answer written in all: text, reasoning, tool calls.
 	Delivered int
 	// gap is a moving average of the time between pieces, for the stall timeout.
@@ -69,8 +72,9 @@ type State struct {
 // Options tune Run.
 type Options struct {
 	Bill Biller
-	// Progress, if not nil, is told the bytes delivered in all after each flush.
-	Progress func(delivered int)
+	// Progress, if not nil, is told after each flush the bytes delivered in all, and the
+	// pieces (about a token each, as the node says) the job's node has delivered.
+	Progress func(delivered, pieces int)
 	// StallCeiling bounds how long a node may be silent: before its first piece, and as the
 	// most the adaptive timeout between pieces (ten times the pieces' usual gap, at least a
 	// second) may grow to. Zero: no stall detection.
@@ -131,7 +135,11 @@ func Run(ctx context.Context, job *fleet.Job, sink Sink, st *State, opts Options
 			}
 			d := fr.Delta
 			st.Text.WriteString(d.Text)
-			st.Other = st.Other || d.Reasoning != "" || len(d.ToolCalls) > 0
+			if d.Reasoning != "" || len(d.ToolCalls) > 0 {
+				st.Other = true
+				st.Aside.WriteString(d.Reasoning)
+				st.Aside.Write(d.ToolCalls)
+			}
 			n := len(d.Text) + len(d.Reasoning) + len(d.ToolCalls)
 			res.Delivered += n
 			res.Pieces += d.Pieces
@@ -145,7 +153,7 @@ func Run(ctx context.Context, job *fleet.Job, sink Sink, st *State, opts Options
 			return cancel(job, res, err)
 		}
 		if opts.Progress != nil {
-			opts.Progress(st.Delivered)
+			opts.Progress(st.Delivered, res.Pieces)
 		}
 	}
 }
@@ -207,7 +215,7 @@ func end(sink Sink, e *protocol.End, res Result, st *State, bill Biller) Result 
 		return res
 	}
 	res.FinishReason = e.FinishReason
-	u, cost := bill(e.Usage, res.Delivered)
+	u, cost := bill(e.Usage, res.Pieces, res.Delivered)
 	if err := sink.End(e.FinishReason, u, cost); err != nil {
 		res.Outcome, res.Err = Cancelled, err
 		return res

@@ -127,7 +127,8 @@ type Balance struct {
 	PaidOut   money.Nanos
 }
 
-// Spend is a scope's spending in the current window of a period.
+// Spend is a scope's spending in the current window of a period, since the window's start
+// (not since the cap was set).
 type Spend struct {
 	Cap
 	Spent    money.Nanos
@@ -159,8 +160,9 @@ type Ledger interface {
 	Settle(ctx context.Context, batch []*Settlement) (errs []error)
 	// OpenHolds lists the holds not yet settled or voided, with their checkpoints.
 	OpenHolds(ctx context.Context) ([]*Hold, error)
-	// CheckpointHold records the bill of what an open request has delivered so far.
-	CheckpointHold(ctx context.Context, s *Settlement) error
+	// CheckpointHolds records, in one transaction, the bills of what open requests have
+	// delivered so far. A hold closed meanwhile keeps its settlement: its checkpoint is dropped.
+	CheckpointHolds(ctx context.Context, batch []*Settlement) error
 	// Deposit credits a buyer's balance from the outside world; ref names the deposit and
 	// makes it idempotent (ErrConflict when reused).
 	Deposit(ctx context.Context, accountID string, amount money.Nanos, ref string, at time.Time) error
@@ -170,7 +172,8 @@ type Ledger interface {
 	// Payout pays a provider's available earnings to the outside world; ErrInsufficient when
 	// less is available. ref makes it idempotent.
 	Payout(ctx context.Context, accountID string, amount money.Nanos, ref string, at time.Time) error
-	// SetCap sets a spend cap; a zero limit removes it.
+	// SetCap sets a spend cap; a zero limit removes it. A cap set or changed mid-window counts
+	// what its scope already spent in the current window, settled debits and open holds alike.
 	SetCap(ctx context.Context, c Cap) error
 	// Spending lists the caps of the scopes with their current windows' spending.
 	Spending(ctx context.Context, now time.Time, scopes ...string) ([]Spend, error)

@@ -121,18 +121,26 @@ WHERE status = 'open' ORDER BY created_at`))
 	return hs, rows.Err()
 }
 
-// CheckpointHold records the bill of what an open request has delivered so far.
-func (db *DB) CheckpointHold(ctx context.Context, s *store.Settlement) error {
-	b, err := json.Marshal(s)
-	if err != nil {
-		return err
+// CheckpointHolds records the bills of what open requests have delivered so far.
+func (db *DB) CheckpointHolds(ctx context.Context, batch []*store.Settlement) error {
+	cps := make([]string, len(batch))
+	for i, s := range batch {
+		b, err := json.Marshal(s)
+		if err != nil {
+			return err
+		}
+		cps[i] = string(b)
 	}
-	err = db.write(ctx, func(tx *sql.Tx) error {
-		_, err := db.txExec(ctx, tx, `UPDATE holds SET checkpoint = ? WHERE request_id = ? AND status = 'open'`, string(b), s.RequestID)
-		return err
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		for i, s := range batch {
+			if _, err := db.txExec(ctx, tx, `UPDATE holds SET checkpoint = ? WHERE request_id = ? AND status = 'open'`, cps[i], s.RequestID); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("checkpoint request %s: %w", s.RequestID, err)
+		return fmt.Errorf("checkpoint %d requests: %w", len(batch), err)
 	}
 	return nil
 }
@@ -286,61 +294,6 @@ func (db *DB) Payout(ctx context.Context, accountID string, amount money.Nanos, 
 		return fmt.Errorf("payout %s to %s: %w", ref, accountID, err)
 	}
 	return nil
-}
-
-// SetCap sets or removes a spend cap.
-func (db *DB) SetCap(ctx context.Context, c store.Cap) error {
-	if !store.ValidPeriod(c.Period) {
-		return fmt.Errorf("set cap: period %q is not daily, weekly or monthly", c.Period)
-	}
-	err := db.write(ctx, func(tx *sql.Tx) error {
-		if c.Limit <= 0 {
-			_, err := db.txExec(ctx, tx, `DELETE FROM spend_caps WHERE scope = ? AND period = ?`, c.Scope, c.Period)
-			return err
-		}
-		_, err := db.txExec(ctx, tx, `INSERT INTO spend_caps (scope, period, limit_nanos) VALUES (?, ?, ?)
-ON CONFLICT (scope, period) DO UPDATE SET limit_nanos = excluded.limit_nanos`, c.Scope, c.Period, int64(c.Limit))
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("set cap %s %s: %w", c.Scope, c.Period, err)
-	}
-	return nil
-}
-
-// Spending lists the caps of the scopes with their current windows.
-func (db *DB) Spending(ctx context.Context, now time.Time, scopes ...string) ([]store.Spend, error) {
-	var out []store.Spend
-	for _, scope := range scopes {
-		rows, err := db.r.QueryContext(ctx, db.q(`SELECT period, limit_nanos FROM spend_caps WHERE scope = ? ORDER BY period`), scope)
-		if err != nil {
-			return nil, fmt.Errorf("spending of %s: %w", scope, err)
-		}
-		var caps []store.Cap
-		for rows.Next() {
-			c := store.Cap{Scope: scope}
-			var limit int64
-			if err := rows.Scan(&c.Period, &limit); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			c.Limit = money.Nanos(limit)
-			caps = append(caps, c)
-		}
-		rows.Close()
-		for _, c := range caps {
-			sp := store.Spend{Cap: c, ResetsAt: store.WindowEnd(c.Period, now)}
-			var spent, held int64
-			err := db.r.QueryRowContext(ctx, db.q(`SELECT spent, held FROM spend_windows WHERE scope = ? AND period = ? AND window_start = ?`),
-				scope, c.Period, millis(store.WindowStart(c.Period, now))).Scan(&spent, &held)
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return nil, err
-			}
-			sp.Spent, sp.Held = money.Nanos(spent), money.Nanos(held)
-			out = append(out, sp)
-		}
-	}
-	return out, nil
 }
 
 // Balance returns an account's money, buyer side and provider side.
