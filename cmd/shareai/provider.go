@@ -368,8 +368,60 @@ func runProviderControl(ctx context.Context, action string, args []string, stdou
 	if err != nil {
 		return err
 	}
+	if action != "status" {
+		fmt.Fprintln(stdout, controlDone(action, st))
+	}
 	printStatus(stdout, st)
 	return nil
+}
+
+// controlDone says what a pause or a resume did, from the agent's answer.
+func controlDone(action string, st agent.Status) string {
+	changed := st.Changed == nil || *st.Changed // an older agent does not say
+	if action == "pause" {
+		done := "paused"
+		if !changed {
+			done = "already paused"
+		}
+		return done + ": the node takes no new jobs until 'shareai provider resume'; " + drained(st)
+	}
+	switch {
+	case changed && st.Paused == "":
+		return "resumed: the node takes jobs again"
+	case changed:
+		return "resumed, but the node still takes no new jobs: " + st.Paused
+	case st.Paused == "":
+		return "not paused: the node already takes jobs"
+	}
+	return "not paused by its owner, nothing to resume: the node takes no new jobs: " + st.Paused
+}
+
+// drained says what becomes of a paused node's running jobs.
+func drained(st agent.Status) string {
+	jobs := fmt.Sprintf("its %d running jobs go on", st.Running)
+	switch st.Running {
+	case 0:
+		return "no jobs are running"
+	case 1:
+		jobs = "its running job goes on"
+	}
+	d, err := time.ParseDuration(st.Drain)
+	if err != nil {
+		return jobs + " for the drain time (--drain), then other nodes finish the answers"
+	}
+	return jobs + " for up to " + shortDuration(d) + " (the drain time), then other nodes finish the answers"
+}
+
+// shortDuration writes 10m for 10m0s and 1h for 1h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 func printStatus(w io.Writer, st agent.Status) {

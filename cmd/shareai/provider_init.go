@@ -121,7 +121,7 @@ func providerYAML(in initInput) string {
 	}
 	w("name: %s   # how the node shows to you", hostname())
 	w("region: \"\"   # ISO country code (de, us, jp): buyers can require a region")
-	w("data_dir: .shareai-node   # keeps the node key, the node's identity: keep it")
+	w("data_dir: .shareai-node   # keeps the node key, the node's identity: keep it; relative to this file's folder")
 	w("")
 	w("engine:")
 	w("  kind: ollama   # ollama, openai (vLLM, llama.cpp, SGLang, LM Studio) or sim")

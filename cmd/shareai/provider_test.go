@@ -12,12 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shareai/shareai/internal/agent"
 	"github.com/shareai/shareai/internal/testenv"
 )
 
 // `shareai provider --config FILE` runs a node as its file says: the coordinator sees the
-// node's name, region, windows and offers at the file's prices, and the owner pauses and resumes
-// it with `shareai provider pause|resume|status`.
+// node's name, region, windows and offers at the file's prices, its relative data_dir is the
+// file's folder's wherever the agent starts, and the owner pauses and resumes it with
+// `shareai provider pause|resume|status`, which say what they did.
 func TestProvider_ConfigFileAndControl(t *testing.T) {
 	env := testenv.New(t, testenv.Options{Providers: 1})
 	dir := t.TempDir()
@@ -27,7 +29,7 @@ func TestProvider_ConfigFileAndControl(t *testing.T) {
 token: %s
 name: rig-from-file
 region: de
-data_dir: %s
+data_dir: node
 engine: {kind: sim, sim_ttft: 0s, sim_tps: 0}
 price: {input: 0.20, output: 0.40}
 offers:
@@ -36,7 +38,7 @@ offers:
 availability: {windows: "daily 00:00-24:00", timezone: Europe/Berlin}
 control: %s
 log: {level: error}
-`, env.URL, env.ProviderToken, filepath.Join(dir, "node"), control))
+`, env.URL, env.ProviderToken, control))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
@@ -73,6 +75,13 @@ log: {level: error}
 		}
 	}
 
+	if _, err := os.Stat(filepath.Join(dir, "node", "node.key")); err != nil {
+		t.Errorf("the node key is not in the file's folder: %v", err)
+	}
+	if _, err := os.Stat("node"); err == nil {
+		t.Error("data_dir: node made a folder in the working directory, not the file's")
+	}
+
 	var out strings.Builder
 	testenv.WaitFor(t, "the control API", func() bool {
 		out.Reset()
@@ -81,13 +90,17 @@ log: {level: error}
 	if !strings.Contains(out.String(), "taking jobs") || !strings.Contains(out.String(), "connected") {
 		t.Errorf("status:\n%s", out.String())
 	}
-	out.Reset()
-	if code := run(ctx, []string{"provider", "pause", "--config", file}, &out, &out); code != 0 || !strings.Contains(out.String(), "taking no new jobs: paused by its owner") {
-		t.Errorf("pause: %d\n%s", code, out.String())
-	}
-	out.Reset()
-	if code := run(ctx, []string{"provider", "resume", "--config", file}, &out, &out); code != 0 || !strings.Contains(out.String(), "state    taking jobs") {
-		t.Errorf("resume: %d\n%s", code, out.String())
+	for _, c := range []struct{ action, said, state string }{
+		{"pause", "paused: the node takes no new jobs until 'shareai provider resume'; no jobs are running\n", "taking no new jobs: paused by its owner"},
+		{"pause", "already paused: the node takes no new jobs", "taking no new jobs: paused by its owner"},
+		{"resume", "resumed: the node takes jobs again\n", "state    taking jobs"},
+		{"resume", "not paused: the node already takes jobs\n", "state    taking jobs"},
+	} {
+		out.Reset()
+		if code := run(ctx, []string{"provider", c.action, "--config", file}, &out, &out); code != 0 ||
+			!strings.HasPrefix(out.String(), c.said) || !strings.Contains(out.String(), c.state) {
+			t.Errorf("%s: exit %d\n%s\nwant it to say %q, then %q", c.action, code, out.String(), c.said, c.state)
+		}
 	}
 	out.Reset()
 	if code := run(ctx, []string{"provider", "pause", "--control", control, "--data-dir", t.TempDir()}, &out, &out); code != 1 || !strings.Contains(out.String(), "control token") {
@@ -95,20 +108,70 @@ log: {level: error}
 	}
 }
 
-// A file with a misspelt setting or a bad value is refused before anything starts, naming it.
+// A file with a misspelt setting or a bad value is refused before anything starts, naming the
+// file, the line and the setting as the file writes it; a value given by a flag is named by the
+// flag.
 func TestProvider_ConfigErrors(t *testing.T) {
 	dir := t.TempDir()
-	tests := []struct{ yaml, want string }{
-		{"token: spt-x\nengin: {kind: sim}\n", `line 2: unknown setting "engin"`},
-		{"token: spt-x\navailability: {windows: \"mon-fry 08:00-18:00\"}\n", `unknown day "fry"`},
-		{"token: spt-x\nguard: {max_temperature_c: 80, resume_temperature_c: 90}\n", "guard.resume_temperature_c"},
+	tests := []struct {
+		yaml string
+		args []string
+		want string // after "shareai provider: FILE: "
+	}{
+		{"token: spt-x\nengin: {kind: sim}\n", nil, `line 2: unknown setting "engin"`},
+		{"token: spt-x\navailability: {windows: \"mon-fry 08:00-18:00\"}\n", nil, `line 2: availability.windows: schedule: "mon-fry 08:00-18:00": unknown day "fry"`},
+		{"token: spt-x\nguard: {max_temperature_c: 80, resume_temperature_c: 90}\n", nil, "line 2: guard.resume_temperature_c: 90 °C must be below"},
+		{"token: spt-x\nprice:\n  input: 0.1\n  output: lots\n", nil, `line 4: price.output: "lots" is not an amount of USD`},
+		{"token: spt-x\nengine: {kind: vllm}\n", nil, `line 2: engine.kind: "vllm" is not ollama, openai or sim`},
+		{"token: spt-x\nengine: sim\n", nil, "line 2: engine: want settings under it, such as engine: {kind: sim}"},
+		{"token: spt-x\n\nmax_concurrent: 0\n", nil, "line 3: max_concurrent: must be at least 1"},
+		{"token: spt-x\noffers:\n  - model: a\n    context_length: long\n", nil, `line 4: offers[0].context_length: "long": want a whole number`},
+		{"engine: {kind: sim}\n", nil, "token (--token, SHAREAI_PROVIDER_TOKEN): required"},
 	}
 	for i, tt := range tests {
 		file := filepath.Join(dir, fmt.Sprintf("p%d.yaml", i))
 		writeFile(t, file, tt.yaml)
 		var out strings.Builder
-		if code := run(context.Background(), []string{"provider", "--config", file, "--data-dir", dir}, io.Discard, &out); code != 1 || !strings.Contains(out.String(), tt.want) {
+		args := append([]string{"provider", "--config", file, "--data-dir", dir, "--control="}, tt.args...)
+		if code := run(context.Background(), args, io.Discard, &out); code != 1 || !strings.Contains(out.String(), "shareai provider: "+file+": "+tt.want) {
 			t.Errorf("%q: exit %d, %q; want 1 and %q", tt.yaml, code, out.String(), tt.want)
+		}
+	}
+	// A flag overrides the file: its error names the flag.
+	file := filepath.Join(dir, "flag.yaml")
+	writeFile(t, file, "token: spt-x\nprice: {input: 0.1}\n")
+	var out strings.Builder
+	if code := run(context.Background(), []string{"provider", "--config", file, "--price-input", "cheap"}, io.Discard, &out); code != 1 ||
+		!strings.Contains(out.String(), `shareai provider: --price-input: "cheap" is not an amount of USD`) {
+		t.Errorf("--price-input cheap over the file: exit %d, %q; want the flag named", code, out.String())
+	}
+}
+
+// pause and resume say what they did: paused or already, resumed or not paused, what becomes of
+// the running jobs, and what still pauses the node.
+func TestControlDone(t *testing.T) {
+	yes, no := true, false
+	tests := []struct {
+		action string
+		st     agent.Status
+		want   string
+	}{
+		{"pause", agent.Status{Changed: &yes, Paused: "paused by its owner", Running: 2, Drain: "10m0s"},
+			"paused: the node takes no new jobs until 'shareai provider resume'; its 2 running jobs go on for up to 10m (the drain time), then other nodes finish the answers"},
+		{"pause", agent.Status{Changed: &no, Paused: "paused by its owner", Running: 1, Drain: "1h0m0s"},
+			"already paused: the node takes no new jobs until 'shareai provider resume'; its running job goes on for up to 1h (the drain time), then other nodes finish the answers"},
+		{"pause", agent.Status{Paused: "paused by its owner"}, // an older agent: no changed, no drain
+			"paused: the node takes no new jobs until 'shareai provider resume'; no jobs are running"},
+		{"resume", agent.Status{Changed: &yes}, "resumed: the node takes jobs again"},
+		{"resume", agent.Status{Changed: &yes, Paused: "outside its availability windows (mon 08:00-18:00)"},
+			"resumed, but the node still takes no new jobs: outside its availability windows (mon 08:00-18:00)"},
+		{"resume", agent.Status{Changed: &no}, "not paused: the node already takes jobs"},
+		{"resume", agent.Status{Changed: &no, Paused: "GPU 0 is at 88 °C (limit 83 °C)"},
+			"not paused by its owner, nothing to resume: the node takes no new jobs: GPU 0 is at 88 °C (limit 83 °C)"},
+	}
+	for _, tt := range tests {
+		if got := controlDone(tt.action, tt.st); got != tt.want {
+			t.Errorf("controlDone(%s, %+v)\n got %q\nwant %q", tt.action, tt.st, got, tt.want)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/shareai/shareai/internal/protocol"
@@ -36,6 +37,13 @@ type Status struct {
 	Windows   string              `json:"windows,omitempty"`
 	Timezone  string              `json:"timezone,omitempty"`
 	Telemetry *protocol.Telemetry `json:"telemetry,omitempty"`
+	// Drain is how long running jobs may go on once the node stops taking new ones, such as
+	// "10m0s".
+	Drain string `json:"drain,omitempty"`
+	// Changed, in the answer to POST /v1/pause or /v1/resume, says whether it changed the
+	// owner's pause: false when the owner had already paused the node, or had not paused it.
+	// Absent from an older agent's answer.
+	Changed *bool `json:"changed,omitempty"`
 }
 
 // Status returns the node's state now.
@@ -43,7 +51,23 @@ func (a *Agent) Status() Status {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return Status{NodeID: a.nodeID, Connected: a.conn != nil, Paused: a.paused, Running: a.running,
-		Windows: a.cfg.Windows, Timezone: a.cfg.Timezone, Telemetry: a.telemetry}
+		Windows: a.cfg.Windows, Timezone: a.cfg.Timezone, Telemetry: a.telemetry, Drain: a.cfg.Drain.String()}
+}
+
+// ownerPause pauses (pause true) or resumes the node for its owner, and returns its state then,
+// saying whether that changed the owner's pause. The caller serializes the calls.
+func (a *Agent) ownerPause(pause bool) Status {
+	a.mu.Lock()
+	changed := a.ownerPaused != pause
+	a.mu.Unlock()
+	if pause {
+		a.Pause()
+	} else {
+		a.Resume()
+	}
+	st := a.Status()
+	st.Changed = &changed
+	return st
 }
 
 // MetricsHandler serves the agent's Prometheus metrics, as the control API does at /metrics.
@@ -58,14 +82,15 @@ func (a *Agent) ServeControl(ctx context.Context, ln net.Listener) error {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) { writeStatus(w, a.Status()) })
-	mux.HandleFunc("POST /v1/pause", func(w http.ResponseWriter, r *http.Request) {
-		a.Pause()
-		writeStatus(w, a.Status())
-	})
-	mux.HandleFunc("POST /v1/resume", func(w http.ResponseWriter, r *http.Request) {
-		a.Resume()
-		writeStatus(w, a.Status())
-	})
+	var pauseMu sync.Mutex // one pause or resume at a time, so that each says truly what it changed
+	for path, pause := range map[string]bool{"POST /v1/pause": true, "POST /v1/resume": false} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			pauseMu.Lock()
+			st := a.ownerPause(pause)
+			pauseMu.Unlock()
+			writeStatus(w, st)
+		})
+	}
 	// Metrics are read-only and the address is loopback: Prometheus scrapes them without the
 	// token.
 	root := http.NewServeMux()

@@ -144,7 +144,7 @@ type Endpoint struct {
 	UptimeSeconds int64    `json:"uptime_seconds"` // connected for
 	LatencyMS     *float64 `json:"latency_ms"`     // moving average of time to first token
 	Throughput    *float64 `json:"throughput"`     // moving average of output tokens per second
-	Reliability   float64  `json:"reliability"`    // moving average of answers completed
+	Reliability   float64  `json:"reliability"`    // 0..1: what min_reliability compares (the reputation score, or before one the moving average of answers completed)
 	Warm          bool     `json:"warm"`
 	Simulated     bool     `json:"simulated,omitempty"`
 }

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/schedule"
 )
 
 // Provider configures `shareai provider`: from its YAML file (--config), then the environment,
@@ -41,6 +43,8 @@ type Provider struct {
 	Ask           Ask
 	Trace         Trace
 	Log           Log
+
+	file *fileSettings // what the YAML file set, to name its settings in errors
 }
 
 // Offer is one model a provider offers, with settings of its own. Zero settings take the
@@ -216,28 +220,38 @@ type providerFile struct {
 }
 
 // LoadFile reads the YAML file at path (nothing when path is empty) into p: its settings become
-// the defaults of fs's flags, so the environment and the command line still override them.
+// the defaults of fs's flags, so the environment and the command line still override them. A
+// relative data_dir is the file's folder's, so that the node keeps its identity (the node key
+// lives there) wherever the agent is started from. Errors, here and from Validate, name the
+// file's settings as it writes them, with their line.
 func (p *Provider) LoadFile(fs *flag.FlagSet, path string) error {
 	if path == "" {
 		return nil
 	}
 	var f providerFile
-	if err := decodeYAML(path, &f); err != nil {
-		return err
+	lines, err := decodeFile(path, &f)
+	if lines == nil {
+		return err // unreadable
 	}
-	var errs []error
+	errs := []error{err} // the settings it could not read; the others are checked too
+	file := &fileSettings{path: path, lines: lines, flags: map[string]string{}, defaults: map[string]string{}, fs: fs}
+	fs.VisitAll(func(fl *flag.Flag) { file.defaults[fl.Name] = fl.Value.String() })
+	if f.DataDir != "" && !filepath.IsAbs(f.DataDir) {
+		f.DataDir = filepath.Join(filepath.Dir(path), f.DataDir)
+	}
 	for _, s := range f.flagValues() {
 		if s.value == "" {
 			continue
 		}
 		fl := fs.Lookup(s.name)
 		if err := fl.Value.Set(s.value); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %s: %q: %s", path, yamlKey(s.name), maskSecret(s.name, s.value), valueHint(fl, err)))
+			errs = append(errs, file.errorf(yamlKey(s.name), "%q: %s", maskSecret(s.name, s.value), valueHint(fl, err)))
 			continue
 		}
 		showDefault(fl, s.value)
+		file.flags[s.name] = fl.Value.String()
 	}
-	p.Config = path
+	p.Config, p.file = path, file
 	p.Offers = f.Offers
 	g := &p.Guard
 	g.EngineProcesses = f.Guard.EngineProcesses
@@ -276,6 +290,16 @@ func ProviderFileKey(flagName string) string {
 	for _, s := range (&providerFile{}).flagValues() {
 		if s.name == flagName {
 			return yamlKey(flagName)
+		}
+	}
+	return ""
+}
+
+// providerFlagOf returns the flag that shares the file's setting key, or "".
+func providerFlagOf(key string) string {
+	for _, s := range (&providerFile{}).flagValues() {
+		if yamlKey(s.name) == key {
+			return s.name
 		}
 	}
 	return ""
@@ -345,8 +369,11 @@ func splitList(s string) []string {
 	return out
 }
 
-// Validate checks the settings.
-func (p *Provider) Validate() error {
+// Validate checks the settings. An invalid value from the file is a *FileError that names the
+// setting as the file writes it, with its line; others are *FieldError naming the flag.
+func (p *Provider) Validate() error { return p.file.name(p.validate()) }
+
+func (p *Provider) validate() error {
 	var errs []error
 	if !isHTTPURL(p.Coordinator) {
 		errs = append(errs, &FieldError{"coordinator", "want a URL such as https://coordinator.example:8080"})
@@ -370,15 +397,20 @@ func (p *Provider) Validate() error {
 	if p.ContextLength < 0 {
 		errs = append(errs, &FieldError{"context-length", "must not be negative"})
 	}
-	if p.SimTTFT < 0 || p.SimTPS < 0 {
-		errs = append(errs, &FieldError{"sim-tps", "sim timings must not be negative"})
+	if p.SimTTFT < 0 {
+		errs = append(errs, &FieldError{"sim-ttft", "must not be negative"})
+	}
+	if p.SimTPS < 0 {
+		errs = append(errs, &FieldError{"sim-tps", "must not be negative"})
 	}
 	if _, _, err := p.Ask.Prices(); err != nil {
 		errs = append(errs, err)
 	}
 	errs = append(errs, p.validateOffers()...)
-	if _, err := p.Availability.Location(); err != nil {
+	if loc, err := p.Availability.Location(); err != nil {
 		errs = append(errs, err)
+	} else if _, err := schedule.Parse(p.Availability.Windows, loc); p.Availability.Windows != "" && err != nil {
+		errs = append(errs, &FieldError{"windows", err.Error()})
 	}
 	if p.Availability.Drain < 0 {
 		errs = append(errs, &FieldError{"drain", "must not be negative"})
@@ -392,6 +424,9 @@ func (p *Provider) Validate() error {
 	}
 	errs = append(errs, p.Guard.validate())
 	errs = append(errs, p.Trace.Validate())
+	if _, err := p.Log.Logger(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -421,7 +456,7 @@ func (p *Provider) validateOffers() []error {
 		}
 	}
 	if len(p.Offers) > 0 && p.Models != "" {
-		errs = append(errs, &FieldError{"models", "set either --models or the file's offers, not both"})
+		errs = append(errs, &FieldError{"models", "set either models or the file's offers, not both: offers list the models with their own settings"})
 	}
 	return errs
 }
@@ -434,8 +469,16 @@ func (g *Guard) validate() error {
 	if g.BusyUtilization < 0 || g.BusyUtilization > 100 {
 		errs = append(errs, &FieldError{"guard.busy_utilization_pct", "must be a percentage between 0 and 100"})
 	}
-	if g.MaxTemperatureC < 0 || g.ResumeTemperatureC < 0 || g.MaxPowerW < 0 || g.ResumePowerW < 0 {
-		errs = append(errs, &FieldError{"guard.max_temperature_c", "temperature and power limits must not be negative"})
+	for _, l := range []struct {
+		key   string
+		value float64
+	}{
+		{"max-temperature", g.MaxTemperatureC}, {"guard.resume_temperature_c", g.ResumeTemperatureC},
+		{"guard.max_power_w", g.MaxPowerW}, {"guard.resume_power_w", g.ResumePowerW},
+	} {
+		if l.value < 0 {
+			errs = append(errs, &FieldError{l.key, "must not be negative"})
+		}
 	}
 	if g.ResumeTemperatureC > 0 && g.ResumeTemperatureC >= g.MaxTemperatureC {
 		errs = append(errs, &FieldError{"guard.resume_temperature_c", fmt.Sprintf("%g °C must be below max_temperature_c (%g °C)", g.ResumeTemperatureC, g.MaxTemperatureC)})

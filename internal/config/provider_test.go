@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -151,49 +152,173 @@ func TestProvider_HelpHidesSecrets(t *testing.T) {
 	}
 }
 
-func TestProvider_LoadFileErrors(t *testing.T) {
+// A file's errors, from reading it or from Validate, name the setting as the file writes it,
+// with its line, whatever kind of setting it is: one a flag shares, one only the file sets, an
+// item of a list.
+func TestProvider_FileErrors(t *testing.T) {
 	tests := []struct {
-		name, yaml, want string
+		name, yaml string
+		line       int
+		key, msg   string
 	}{
-		{"misspelt key", "coordinator: http://c:1\nenigne: {kind: sim}\n", `line 2: unknown setting "enigne"`},
-		{"misspelt nested key", "guard:\n  max_temp: 80\n", `line 2: unknown setting "max_temp"`},
-		{"not a number", "max_concurrent: many\n", `max_concurrent: "many"`},
-		{"not a duration", "guard:\n  quiet_period: soon\n", "line 2: cannot unmarshal !!str `soon` into a duration such as 5m or 30s"},
-		{"not YAML", "coordinator: [\n", "did not find expected node content"},
+		{"misspelt key", "coordinator: http://c:1\nenigne: {kind: sim}\n", 2, "", `unknown setting "enigne"`},
+		{"misspelt nested key", "guard:\n  max_temp: 80\n", 2, "", `unknown setting "guard.max_temp"`},
+		{"dash for underscore", "data-dir: /x\n", 1, "", `unknown setting "data-dir" (did you mean "data_dir"?)`},
+		{"set twice", "region: de\nname: a\nregion: fr\n", 3, "region", "set twice (first on line 1)"},
+		{"a mapping as one value", "token: t\nengine: ollama\n", 2, "engine", `want settings under it, such as engine: {kind: ollama}, not the value "ollama"`},
+		{"a list for a value", "region: [de, fr]\n", 1, "region", "want a single value, not a list"},
+		{"a value for a list", "models: llama3\n", 1, "models", `want a list, such as [a, b], not the value "llama3"`},
+		{"flag's number", "token: t\nmax_concurrent: many\n", 2, "max_concurrent", `"many": want a whole number`},
+		{"flag's duration", "token: t\navailability:\n  drain: soon\n", 3, "availability.drain", `"soon": want a duration such as 30s, 5m or 72h`},
+		{"file's duration", "guard:\n  quiet_period: soon\n", 2, "guard.quiet_period", `"soon": want a duration such as 30s, 5m or 72h`},
+		{"file's bool", "guard:\n  step_aside: maybe\n", 2, "guard.step_aside", `"maybe": want true or false`},
+		{"file's number", "guard:\n  max_power_w: [1]\n", 2, "guard.max_power_w", "want a single value, not a list"},
+		{"offer's number", "offers:\n  - model: a\n    max_concurrent: x\n", 3, "offers[0].max_concurrent", `"x": want a whole number`},
+		{"offer not a mapping", "offers:\n  - llama3\n", 2, "offers[0]", `want settings under it, such as {model: llama3}, not the value "llama3"`},
+		{"two documents", "region: de\n---\nregion: fr\n", 2, "", "one YAML document of settings, not several"},
+
+		{"price", "token: t\nprice:\n  input: 0.1\n  output: lots\n", 4, "price.output", `"lots" is not an amount of USD`},
+		{"engine", "token: t\nengine:\n  kind: vllm\n", 3, "engine.kind", `"vllm" is not ollama, openai or sim`},
+		{"engine url", "token: t\nengine:\n  kind: openai\n  url: localhost:8000\n", 4, "engine.url", "the openai engine needs the server's base URL"},
+		{"sim timing", "token: t\nengine:\n  sim_ttft: -1s\n", 3, "engine.sim_ttft", "must not be negative"},
+		{"pull without ollama", "token: t\nengine:\n  kind: sim\n  pull: [a]\n", 4, "engine.pull", "only the ollama engine pulls models"},
+		{"max concurrent", "token: t\nmax_concurrent: 0\n", 2, "max_concurrent", "must be at least 1"},
+		{"coordinator", "coordinator: coord.example\ntoken: t\n", 1, "coordinator", "want a URL"},
+		{"offer without model", "token: t\noffers:\n  - quantization: Q4_0\n", 3, "offers[0].model", "required"},
+		{"offer twice", "token: t\noffers:\n  - model: a\n  - model: a\n", 4, "offers[1].model", `"a" is offered twice`},
+		{"offer price", "token: t\noffers:\n  - model: a\n    price: {input: cheap}\n", 4, "offers[0].price.input", `"cheap" is not an amount of USD`},
+		{"offers and models", "token: t\nmodels: [b]\noffers: [{model: a}]\n", 2, "models", "set either models or the file's offers"},
+		{"time zone", "token: t\navailability:\n  timezone: Mars/Olympus\n", 3, "availability.timezone", `"Mars/Olympus" is not an IANA time zone`},
+		{"windows", "token: t\navailability:\n  windows: mon-fry 08:00-18:00\n", 3, "availability.windows", `unknown day "fry"`},
+		{"negative drain", "token: t\navailability:\n  drain: -1m\n", 3, "availability.drain", "must not be negative"},
+		{"temperature", "token: t\nguard:\n  max_temperature_c: -5\n", 3, "guard.max_temperature_c", "must not be negative"},
+		{"resume above limit", "token: t\nguard:\n  max_temperature_c: 80\n  resume_temperature_c: 85\n", 4, "guard.resume_temperature_c", "must be below max_temperature_c"},
+		{"busy utilization", "token: t\nguard: {busy_utilization_pct: 120}\n", 2, "guard.busy_utilization_pct", "between 0 and 100"},
+		{"control not loopback", "token: t\ncontrol: 0.0.0.0:7071\n", 2, "control", "must be a loopback address"},
+		{"log level", "token: t\nlog:\n  level: loud\n", 3, "log.level", `"loud" is not debug, info, warn or error`},
+		{"trace sample", "token: t\ntrace:\n  sample: 2\n", 3, "trace.sample", "must be between 0 and 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := loadProvider(t, tt.yaml, nil)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("LoadFile() = %v, want an error containing %q", err, tt.want)
+			p, err := loadProvider(t, tt.yaml, nil)
+			if err == nil {
+				err = p.Validate()
+			}
+			fe, ok := errors.AsType[*FileError](err)
+			if !ok || fe.Line != tt.line || fe.Key != tt.key || !strings.Contains(fe.Msg, tt.msg) || len(leaves(err)) != 1 {
+				t.Fatalf("error = %v; want one, on line %d of the file, about %q: %q", err, tt.line, tt.key, tt.msg)
+			}
+			if want := fmt.Sprintf("provider.yaml: line %d: ", tt.line); !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not say %q", err, want)
 			}
 		})
 	}
 }
 
-func TestProvider_ValidateFileSettings(t *testing.T) {
+// Every error of a file is reported at once.
+func TestProvider_FileErrorsAllAtOnce(t *testing.T) {
+	_, err := loadProvider(t, "regin: de\nmax_concurrent: x\nguard: {quiet_period: soon}\n", nil)
+	for _, want := range []string{`line 1: unknown setting "regin"`, `line 2: max_concurrent: "x"`, `line 3: guard.quiet_period: "soon"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("LoadFile() = %v; want it to say %q", err, want)
+		}
+	}
+	if _, err := loadProvider(t, "coordinator: [\n", nil); err == nil || !strings.Contains(err.Error(), "provider.yaml: yaml: line 1") {
+		t.Errorf("not YAML: %v", err)
+	}
+}
+
+// A value the environment or a flag gives over the file's is named by its flag; a setting left
+// out everywhere is named as the file would write it, with its flag and variable.
+func TestProvider_ErrorsNameWhereTheValueCameFrom(t *testing.T) {
+	const file = "token: t\nengine: {kind: sim}\nprice: {input: 0.1}\nguard: {max_temperature_c: 80}\n"
 	tests := []struct {
-		name, yaml, field string
+		name  string
+		yaml  string
+		env   map[string]string
+		args  []string
+		field string // a *FieldError's
+		key   string // or else a *FileError's, with its line
+		line  int
 	}{
-		{"offer without model", "token: t\noffers: [{quantization: Q4_0}]\n", "offers[0].model"},
-		{"offer twice", "token: t\noffers: [{model: a}, {model: a}]\n", "offers[1].model"},
-		{"offer price", "token: t\noffers: [{model: a, price: {input: cheap}}]\n", "offers[0].price.input"},
-		{"offers and models", "token: t\nmodels: [b]\noffers: [{model: a}]\n", "models"},
-		{"time zone", "token: t\navailability: {timezone: Mars/Olympus}\n", "timezone"},
-		{"resume above limit", "token: t\nguard: {max_temperature_c: 80, resume_temperature_c: 85}\n", "guard.resume_temperature_c"},
-		{"control not loopback", "token: t\ncontrol: 0.0.0.0:7071\n", "control"},
-		{"pull without ollama", "token: t\nengine: {kind: sim, pull: [a]}\n", "pull"},
+		{"flag over the file", file, nil, []string{"--price-input", "cheap"}, "price-input", "", 0},
+		{"flag the file shares with a file-only section", file, nil, []string{"--max-temperature", "-1"}, "max-temperature", "", 0},
+		{"environment over the file", file, map[string]string{"SHAREAI_ENGINE": "vllm"}, nil, "engine", "", 0},
+		{"flag the file leaves out", file, nil, []string{"--drain", "-1s"}, "drain", "", 0},
+		{"left out everywhere", "engine: {kind: sim}\n", nil, nil, "", "token", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := loadProvider(t, tt.yaml, nil)
+			p, err := loadProvider(t, tt.yaml, tt.env, tt.args...)
 			if err != nil {
 				t.Fatal(err)
 			}
 			err = p.Validate()
-			var fe *FieldError
-			if !errors.As(err, &fe) || fe.Field != tt.field {
-				t.Errorf("Validate() = %v, want an error about %s", err, tt.field)
+			if tt.field != "" {
+				fe, ok := errors.AsType[*FieldError](err)
+				if !ok || fe.Field != tt.field || len(leaves(err)) != 1 {
+					t.Errorf("Validate() = %v; want one *FieldError about %s", err, tt.field)
+				}
+				return
+			}
+			fe, ok := errors.AsType[*FileError](err)
+			if !ok || fe.Key != tt.key || fe.Line != tt.line {
+				t.Fatalf("Validate() = %v; want a *FileError about %s", err, tt.key)
+			}
+			if want := "provider.yaml: token (--token, SHAREAI_PROVIDER_TOKEN): required"; !strings.Contains(err.Error(), want) {
+				t.Errorf("Validate() = %q; want %q", err, want)
+			}
+		})
+	}
+}
+
+// A relative data_dir in the file is the file's folder's, so that a service started from
+// elsewhere keeps the node's identity; a relative --data-dir or SHAREAI_DATA_DIR is the
+// working directory's, as usual.
+func TestProvider_DataDirRelativeToFile(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.Mkdir("etc", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	load := func(file, yaml string, env map[string]string, args ...string) string {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var p Provider
+		fs := flag.NewFlagSet("provider", flag.ContinueOnError)
+		p.Flags(fs)
+		if err := p.LoadFile(fs, file); err != nil {
+			t.Fatal(err)
+		}
+		if err := Bind(fs, func(k string) string { return env[k] }); err != nil {
+			t.Fatal(err)
+		}
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		return p.DataDir
+	}
+	abs := filepath.Join(dir, "etc", "provider.yaml")
+	tests := []struct {
+		name, file, yaml string
+		env              map[string]string
+		args             []string
+		want             string
+	}{
+		{"relative, file by absolute path", abs, "data_dir: node\n", nil, nil, filepath.Join(dir, "etc", "node")},
+		{"relative, file by relative path", "etc/provider.yaml", "data_dir: ./node\n", nil, nil, filepath.Join("etc", "node")},
+		{"parent folder", abs, "data_dir: ../var/node\n", nil, nil, filepath.Join(dir, "var", "node")},
+		{"absolute", abs, "data_dir: /var/lib/shareai-node\n", nil, nil, "/var/lib/shareai-node"},
+		{"left out: the flag's default", abs, "region: de\n", nil, nil, "./.shareai-node"},
+		{"flag", abs, "data_dir: node\n", nil, []string{"--data-dir", "mine"}, "mine"},
+		{"environment", abs, "data_dir: node\n", map[string]string{"SHAREAI_DATA_DIR": "theirs"}, nil, "theirs"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := load(tt.file, tt.yaml, tt.env, tt.args...); got != tt.want {
+				t.Errorf("data dir = %q, want %q", got, tt.want)
 			}
 		})
 	}

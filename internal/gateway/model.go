@@ -11,6 +11,7 @@ import (
 
 	"github.com/shareai/shareai/internal/api"
 	"github.com/shareai/shareai/internal/fleet"
+	"github.com/shareai/shareai/internal/matcher"
 )
 
 func modelOf(mi fleet.ModelInfo) api.Model {
@@ -85,7 +86,7 @@ func endpointsOf(model string, offers []*fleet.Offer, now time.Time) api.Endpoin
 			Prompt: api.USD(o.InputPrice), Completion: api.USD(o.OutputPrice),
 			ContextLength: o.ContextLength, MaxConcurrent: o.MaxConcurrent, Running: o.Running(),
 			UptimeSeconds: int64(now.Sub(o.Node.Connected).Seconds()),
-			LatencyMS:     millis(st.TTFT), Throughput: positive(st.TokensPerSecond), Reliability: st.Reliability,
+			LatencyMS:     millis(st.TTFT), Throughput: positive(st.TokensPerSecond), Reliability: matcher.Reliability(o.Node, st),
 			Warm: o.Warm(), Simulated: o.Node.Hardware.Simulated,
 		})
 	}

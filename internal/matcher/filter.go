@@ -1,6 +1,24 @@
 package matcher
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/shareai/shareai/internal/fleet"
+)
+
+// Reliability is how reliable an offer's node is, 0..1: the one number min_reliability
+// compares, the auction divides asks by, and GET /v1/models/{id}/endpoints shows, so that a
+// buyer filters on what they see. It is the node's reputation score (docs/reputation.md), which
+// weighs its measured reliability with its record and verification, once computed; before
+// that, the offer's moving average of answers completed (st.Reliability: 1 with none yet).
+func Reliability(n *fleet.Node, st fleet.Stats) float64 {
+	if n != nil {
+		if s := n.Score(); s > 0 {
+			return s
+		}
+	}
+	return st.Reliability
+}
 
 // filter holds what check and key need, prepared once per Match.
 type filter struct {

@@ -43,6 +43,9 @@ type Options struct {
 	// ProbeEvery is the mean time between canary probes of a node; default the coordinator's
 	// (10 minutes: none in a short test).
 	ProbeEvery time.Duration
+	// ScoreEvery is how often the nodes' reputation scores are recomputed; default 100ms. A
+	// test that sets scores itself (fleet.Node.SetScore) makes it long.
+	ScoreEvery time.Duration
 	// Onboard makes new nodes pass onboarding checks before they serve, as in production;
 	// by default they are verified at once (coordinator.Config.TrustNewNodes), so that tests
 	// of other things see no check jobs.
@@ -86,6 +89,9 @@ func New(t testing.TB, opts Options) *Env {
 	if opts.InputPrice == 0 && opts.OutputPrice == 0 {
 		opts.InputPrice, opts.OutputPrice = 50_000_000, 100_000_000
 	}
+	if opts.ScoreEvery == 0 {
+		opts.ScoreEvery = 100 * time.Millisecond
+	}
 	if opts.DrainTimeout == 0 {
 		opts.DrainTimeout = 5 * time.Second
 	}
@@ -103,7 +109,7 @@ func New(t testing.TB, opts Options) *Env {
 		NewEngine: opts.NewEngine, MaxConcurrent: opts.MaxConcurrent,
 		HeartbeatInterval: opts.HeartbeatInterval, KeyCacheTTL: opts.KeyCacheTTL, Regions: opts.Regions, StallTimeout: opts.StallTimeout, Chaos: opts.Chaos, Healthy: opts.Healthy, Agent: opts.Agent,
 		DrainTimeout: opts.DrainTimeout, RecordInterval: 100 * time.Millisecond, Log: logs.Logger,
-		ProbeEvery: opts.ProbeEvery, ScoreEvery: 100 * time.Millisecond, ProbeTick: 10 * time.Millisecond, CheckTimeout: 30 * time.Second,
+		ProbeEvery: opts.ProbeEvery, ScoreEvery: opts.ScoreEvery, ProbeTick: 10 * time.Millisecond, CheckTimeout: 30 * time.Second,
 		TrustNewNodes: !opts.Onboard, KeyLimits: opts.KeyLimits, MaxTokensLimit: opts.MaxTokensLimit,
 		Credit: opts.Credit, InputPrice: opts.InputPrice, OutputPrice: opts.OutputPrice, FeeBasisPoints: opts.FeeBasisPoints,
 		TracerProvider: opts.TracerProvider,
