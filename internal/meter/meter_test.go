@@ -237,6 +237,12 @@ func BenchmarkCheck(b *testing.B) {
 			m.Check("llama3.1:8b", 20, words, 1)
 		}
 	})
+	b.Run("library-1KB", func(b *testing.B) {
+		b.SetBytes(int64(len(long)))
+		for b.Loop() {
+			cl100k().Count(long)
+		}
+	})
 	b.Run("counted-1KB", func(b *testing.B) {
 		claim := Words(long) + 10
 		b.SetBytes(int64(len(long)))
@@ -244,4 +250,39 @@ func BenchmarkCheck(b *testing.B) {
 			m.Check("llama3.1:8b", claim, long, 1)
 		}
 	})
+}
+
+// countCl100k cuts text as the library's regular expression does: its counts are the
+// library's, piece by piece.
+func FuzzCountCl100k(f *testing.F) {
+	for _, s := range []string{
+		"Hello, world.", "  a  b ", "東京 🙂", "x\u00a0y z", "\xff\xfe a", "don't stop", "DON'T", "it'll", "we'RE",
+		"1 22 333 4444 55555", "a\n\n b", "a \n\t b", "x  ", "  ", "\r\n\r\n", "'sup 'ſ", "¿Qué?", "x+=1;\n\tfoo()",
+		"naïve café", "e\u0301t\u00e9", "....!!!\n", " ,", "\u2028a", "  \u3000x",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		s = strings.ReplaceAll(s, "\x7f", "~") // the library skips U+007F
+		want, _ := cl100k().Count(s)
+		if got := countCl100k(s); got != want {
+			t.Fatalf("countCl100k(%q) = %d, the library counts %d", s, got, want)
+		}
+	})
+}
+
+func TestCountCl100k_Library(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	parts := []string{"the", " network", "Café", "Zürich", "東京", "🙂", "12345", "don't", "I'LL", "\n", "\r\n", "  ", "\t",
+		"x=1;", "naïve", ",", ".", "...", "(", "\u00a0", "é", "\u0301", "'s", "'", "-", "  \n ", "ſ", "Ⅻ", "٣"}
+	for range 3000 {
+		var b strings.Builder
+		for range r.IntN(40) {
+			b.WriteString(parts[r.IntN(len(parts))])
+		}
+		s := b.String()
+		if want, _ := cl100k().Count(s); countCl100k(s) != want {
+			t.Fatalf("countCl100k(%q) = %d, the library counts %d", s, countCl100k(s), want)
+		}
+	}
 }
