@@ -16,6 +16,7 @@ import (
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/ledger"
 	"github.com/shareai/shareai/internal/matcher"
+	"github.com/shareai/shareai/internal/meter"
 	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/relay"
@@ -193,6 +194,8 @@ func (g *Gateway) newTry(r *http.Request, c *call, req *protocol.Request, rt api
 		models:      modelsToTry(req.Model, rt.Models),
 		sessionKey:  session,
 		session:     g.affinity.get(session),
+		prompt:      req,
+		promptBound: -1,
 	}, nil
 }
 
@@ -222,6 +225,10 @@ type try struct {
 	// and State.Aside, for the coordinator's count of its tokens.
 	from, asideFrom int
 	checkpointed    time.Time   // when the request's bill was last checkpointed
+	// prompt is the buyer's request, whose prompt the first node's claim is checked against
+	// (checkPrompt); promptBound is the most tokens it may be billed, -1 until counted.
+	prompt      *protocol.Request
+	promptBound int
 	ended           atomic.Bool // the request has ended: a checkpoint still queued is dropped
 }
 
@@ -272,6 +279,11 @@ func (g *Gateway) work(t *try, st *relay.State, job *fleet.Job, used protocol.Us
 	claim := w.CompletionTokens
 	var over bool
 	w.CompletionTokens, over = g.meter.Check(job.Offer.Model, claim, text, special)
+	if len(t.parts) == 0 { // the first node's prompt, which the buyer pays
+		var pover bool
+		w.PromptTokens, pover = g.checkPrompt(t, job.Offer.Model, w.PromptTokens)
+		over = over || pover
+	}
 	w.Overclaimed = over && complete
 	if complete && !over && trusted(n.Level()) {
 		// An honest answer of a verified node teaches the meter the model's ratio, where its
@@ -279,6 +291,45 @@ func (g *Gateway) work(t *try, st *relay.State, job *fleet.Job, used protocol.Us
 		g.meter.Learn(job.Offer.Model, claim, text)
 	}
 	return w
+}
+
+// promptSlack is what a chat template may add to a prompt beyond the JSON of its messages
+// (whose keys and quotes outweigh the template's markers around each): a default system
+// prompt, the date Llama 3.1 states. Tools get more: templates explain how to call them.
+const (
+	promptSlack      = 64
+	promptSlackTools = 256
+)
+
+// checkPrompt returns the prompt tokens to bill for the first node's claim, and whether the
+// claim was above the most a node may bill for the request: the meter's count of its
+// messages (as JSON) or prompt and of its tools, with the slack of a chat template. A claim
+// within the prompt's words and the slack (every honest claim of the simulated engine) needs
+// no count; the count is made once a request.
+func (g *Gateway) checkPrompt(t *try, model string, claim int) (int, bool) {
+	req := t.prompt
+	parts := [...]string{string(req.Messages), req.Prompt, string(req.Tools)}
+	slack := promptSlack
+	if len(req.Tools) > 0 {
+		slack = promptSlackTools
+	}
+	if t.promptBound < 0 {
+		words := slack
+		for _, p := range parts {
+			words += meter.Words(p)
+		}
+		if claim <= words {
+			return claim, false
+		}
+		t.promptBound = slack
+		for _, p := range parts {
+			t.promptBound += g.meter.Bound(model, p)
+		}
+	}
+	if claim > t.promptBound {
+		return t.promptBound, true
+	}
+	return claim, false
 }
 
 // trusted says whether a node of a level (store.Level*) has passed verification.

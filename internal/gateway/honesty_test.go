@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3/option"
@@ -47,6 +48,43 @@ func TestUsage_OverClaimIsNotBilled(t *testing.T) {
 	want := meter.Count(meter.FamilyOf(model), text) + 1
 	if c := int(got.Usage.CompletionTokens); c != want || c < meter.Words(text) {
 		t.Errorf("billed %d completion tokens for %q; want the coordinator's count %d", c, text, want)
+	}
+	node := resp.Header.Get("X-Shareai-Node")
+	env.WaitFor("the over-claim to be recorded", func() bool {
+		n, err := env.Store.Node(context.Background(), node)
+		return err == nil && n.Overclaims == 1
+	})
+	ledgerSumIsZero(t, env)
+}
+
+// promptInflating claims three times the prompt tokens it read: within the prompt's size in
+// bytes, so only a count of the prompt catches it.
+type promptInflating struct{ *sim.Engine }
+
+func (e promptInflating) Run(ctx context.Context, req *protocol.Request, out engine.Output) (engine.Result, error) {
+	res, err := e.Engine.Run(ctx, req, out)
+	res.Usage.PromptTokens *= 3
+	return res, err
+}
+
+// A node that inflates its prompt claim is billed at most the coordinator's count of the
+// prompt (with a chat template's slack), and flagged.
+func TestUsage_PromptOverClaimIsNotBilled(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Providers: 1, NewEngine: func(int) (engine.Engine, error) {
+		return promptInflating{sim.New(sim.Config{})}, nil
+	}})
+	prompt := strings.Repeat("Summarise the history of the river valley and its towns. ", 40)
+	params := chatParams(prompt, 3)
+	var resp *http.Response
+	client := env.Client()
+	got, err := client.Chat.Completions.New(context.Background(), params, option.WithResponseInto(&resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	billed := got.Usage.PromptTokens
+	bound := int64(meter.Count(meter.FamilyOf(model), string(mustJSON(t, params))) + 64)
+	if billed > bound {
+		t.Errorf("billed %d prompt tokens; want at most the coordinator's count %d", billed, bound)
 	}
 	node := resp.Header.Get("X-Shareai-Node")
 	env.WaitFor("the over-claim to be recorded", func() bool {
