@@ -16,7 +16,8 @@ import (
 // provider's settings. An offer the provider named of a model the engine does not serve, or
 // that does not fit the GPUs' memory, is a fatal error: the provider must change the
 // configuration. Of the engine's models offered by default, those that do not fit are left
-// out with a warning, unless none fits.
+// out with a warning, unless none fits. A node offers at most protocol.MaxOffers models: of
+// more named, it refuses to start; of more served, it offers the first ones, with a warning.
 func (a *Agent) offers(ctx context.Context) ([]protocol.Offer, error) {
 	models, err := a.cfg.Engine.Models(ctx)
 	if err != nil {
@@ -26,6 +27,9 @@ func (a *Agent) offers(ctx context.Context) ([]protocol.Offer, error) {
 		return nil, errors.New("the engine serves no model")
 	}
 	want, named := a.cfg.Offers, len(a.cfg.Offers) > 0
+	if len(want) > protocol.MaxOffers {
+		return nil, fmt.Errorf("%w: %d models to offer; a node offers at most %d", errFatal, len(want), protocol.MaxOffers)
+	}
 	if !named {
 		for _, m := range models {
 			want = append(want, protocol.Offer{Model: m.Name, InputPrice: int64(a.cfg.InputPrice), OutputPrice: int64(a.cfg.OutputPrice)})
@@ -67,6 +71,11 @@ func (a *Agent) offers(ctx context.Context) ([]protocol.Offer, error) {
 	}
 	if len(errs) > 0 && (named || len(offers) == 0) {
 		return nil, fmt.Errorf("%w: %w", errFatal, errors.Join(errs...))
+	}
+	if len(offers) > protocol.MaxOffers {
+		a.log.Warn("the engine serves more models than a node may offer: offering the first ones (name those to offer with --models)",
+			"models", len(offers), "offered", protocol.MaxOffers)
+		offers = offers[:protocol.MaxOffers]
 	}
 	return offers, nil
 }

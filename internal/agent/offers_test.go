@@ -90,3 +90,23 @@ func TestOffers_Refused(t *testing.T) {
 		t.Errorf("nothing fits: err = %v; want a fatal error", err)
 	}
 }
+
+// A node offers at most protocol.MaxOffers models: the first the engine serves, when it serves
+// more; and it refuses to start when told to offer more.
+func TestOffers_AtMostMaxOffers(t *testing.T) {
+	var models []engine.Model
+	var named []protocol.Offer
+	for i := range protocol.MaxOffers + 10 {
+		models = append(models, engine.Model{Name: fmt.Sprintf("m%d", i), ContextLength: 8192})
+		named = append(named, protocol.Offer{Model: fmt.Sprintf("m%d", i)})
+	}
+	a := newTestAgent(t, Config{MaxConcurrent: 1, Engine: sim.New(sim.Config{Models: models})})
+	got, err := a.offers(context.Background())
+	if err != nil || len(got) != protocol.MaxOffers || got[0].Model != "m0" {
+		t.Errorf("%d offers, first %+v, err %v; want the first %d", len(got), got[0], err, protocol.MaxOffers)
+	}
+	a = newTestAgent(t, Config{MaxConcurrent: 1, Engine: sim.New(sim.Config{Models: models}), Offers: named})
+	if _, err := a.offers(context.Background()); !errors.Is(err, errFatal) || !strings.Contains(err.Error(), "at most 64") {
+		t.Errorf("%d named offers: %v; want a fatal error saying at most 64", len(named), err)
+	}
+}

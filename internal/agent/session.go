@@ -149,12 +149,15 @@ func (c *conn) handshake(ctx context.Context, offers []protocol.Offer) (*protoco
 	}
 	fr, err = c.readOne(ctx)
 	if err != nil {
-		if websocket.CloseStatus(err) == websocket.StatusInternalError {
-			// The coordinator refused the registration and said why.
-			var ce websocket.CloseError
-			if errors.As(err, &ce) {
-				return nil, fmt.Errorf("coordinator refused the node: %s", ce.Reason)
-			}
+		// The coordinator refused the registration and said why.
+		var ce websocket.CloseError
+		switch {
+		case !errors.As(err, &ce):
+		case ce.Code == websocket.StatusPolicyViolation:
+			// What the node sent is over the protocol's limits: its configuration must change.
+			return nil, fmt.Errorf("%w: coordinator refused the node: %s", errFatal, ce.Reason)
+		case ce.Code == websocket.StatusInternalError:
+			return nil, fmt.Errorf("coordinator refused the node: %s", ce.Reason)
 		}
 		return nil, fmt.Errorf("read registered: %w", err)
 	}
@@ -353,6 +356,10 @@ func (c *conn) runEngine(ctx context.Context, id string, req *protocol.Request, 
 	res, err := c.a.cfg.Engine.Run(ectx, req, c.withChaos(out, ctx.Done()))
 	endEngine(espan, res, err)
 	fr := protocol.Frame{Type: protocol.TypeEnd, Job: id}
+	var last *protocol.Delta
+	if ctx.Err() == nil {
+		last = out.last() // nil if cancelled while it waited for credit
+	}
 	if ctx.Err() != nil {
 		if errors.Is(context.Cause(ctx), errSteppedAside) {
 			// The node stepped aside mid-answer: an error, so another node finishes it.
@@ -364,7 +371,7 @@ func (c *conn) runEngine(ctx context.Context, id string, req *protocol.Request, 
 		fr.End = &protocol.End{FinishReason: protocol.FinishCancelled, Usage: protocol.Usage{CompletionTokens: out.sent}, Estimated: true}
 		return fr
 	}
-	fr.Delta = out.take(true)
+	fr.Delta = last
 	if err == nil {
 		fr.End = &protocol.End{FinishReason: res.FinishReason, Usage: res.Usage, Estimated: res.Estimated}
 		return fr
@@ -374,12 +381,16 @@ func (c *conn) runEngine(ctx context.Context, id string, req *protocol.Request, 
 	if re, ok := errors.AsType[*engine.RequestError](err); ok {
 		pe.Status, pe.Message = re.Status, re.Message
 	}
+	pe.Message = protocol.Clip(pe.Message, protocol.MaxErrorBytes)
 	fr.End = &protocol.End{Usage: protocol.Usage{CompletionTokens: out.sent}, Estimated: true, Error: pe}
 	return fr
 }
 
 // maxHeld bounds how many pieces an output merges before it sends them on by itself.
-const maxHeld = 64
+const maxHeld = protocol.MaxDeltaPieces
+
+// errToolCallsTooLarge fails a job whose engine sent tool calls too long for one frame.
+var errToolCallsTooLarge = fmt.Errorf("the engine sent tool calls of over %d bytes in one piece, more than a delta may carry", protocol.MaxDeltaBytes)
 
 // output is a job's engine.Output. It merges consecutive text pieces until the engine flushes
 // (before it waits), so an engine's burst travels as one frame, and it sends frames only within
@@ -405,6 +416,9 @@ func (o *output) Delta(d protocol.Delta) error {
 	}
 	if len(d.ToolCalls) > 0 {
 		// Tool call deltas are sent as they are: merging them is the buyer's SDK's job.
+		if len(d.ToolCalls) > protocol.MaxDeltaBytes {
+			return errToolCallsTooLarge
+		}
 		if err := o.Flush(); err != nil {
 			return err
 		}
@@ -430,6 +444,57 @@ func (o *output) Flush() error {
 		return nil
 	}
 	return o.send(d)
+}
+
+// last takes the answer's last delta, to go on the job's end frame. Of a delta too large for
+// one frame it sends all but the last part first, within the credit; nil when ctx ends first.
+func (o *output) last() *protocol.Delta {
+	d := o.take(true)
+	if d == nil {
+		return nil
+	}
+	parts := split(*d, protocol.MaxDeltaBytes)
+	for _, p := range parts[:len(parts)-1] {
+		if err := o.send1(&p); err != nil {
+			return nil
+		}
+	}
+	return &parts[len(parts)-1]
+}
+
+// split cuts a delta whose text, reasoning and tool calls are longer than limit bytes into
+// deltas of at most limit bytes each, between characters: reasoning first, then text, and
+// last the tool calls and the pieces. Tool calls are never cut: they are at most limit.
+func split(d protocol.Delta, limit int) []protocol.Delta {
+	size := func(d protocol.Delta) int { return len(d.Text) + len(d.Reasoning) + len(d.ToolCalls) }
+	var parts []protocol.Delta
+	for d.Reasoning != "" && size(d) > limit {
+		n := cutAt(d.Reasoning, limit)
+		parts = append(parts, protocol.Delta{Reasoning: d.Reasoning[:n]})
+		d.Reasoning = d.Reasoning[n:]
+	}
+	for d.Text != "" && size(d) > limit {
+		n := cutAt(d.Text, limit)
+		parts = append(parts, protocol.Delta{Text: d.Text[:n]})
+		d.Text = d.Text[n:]
+	}
+	return append(parts, d)
+}
+
+// cutAt returns where to cut s to at most n bytes (at least 1), between two characters when it
+// can.
+func cutAt(s string, n int) int {
+	if len(s) <= n {
+		return len(s)
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	if i == 0 {
+		return max(n, 1)
+	}
+	return i
 }
 
 // take returns the pieces held back as one delta, or nil; the last take returns all.
@@ -474,8 +539,19 @@ func partialRune(b []byte) int {
 	return 0
 }
 
-// send sends one delta frame, waiting for credit if the coordinator has none left for it.
+// send sends a delta, in as many frames as protocol.MaxDeltaBytes makes it take.
 func (o *output) send(d *protocol.Delta) error {
+	parts := split(*d, protocol.MaxDeltaBytes)
+	for i := range parts {
+		if err := o.send1(&parts[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// send1 sends one delta frame, waiting for credit if the coordinator has none left for it.
+func (o *output) send1(d *protocol.Delta) error {
 	for o.credit == 0 {
 		select {
 		case n := <-o.grants:

@@ -36,13 +36,10 @@ func (n *Node) Telemetry() (*protocol.Telemetry, time.Time) {
 }
 
 // heartbeat takes in what a heartbeat says of the node: which models are loaded, whether it
-// takes jobs, its hardware reading.
+// takes jobs, its hardware reading. The heartbeat is within the protocol's limits
+// (checkHeartbeat).
 func (s *session) heartbeat(hb *protocol.Heartbeat) {
 	n, now := s.node, s.fleet.cfg.Now()
-	if hb.Telemetry != nil && !saneTelemetry(hb.Telemetry) {
-		s.fleet.log.Warn("ignoring a node's implausible telemetry", logNode, n.ID, "gpus", len(hb.Telemetry.GPUs), "processes", len(hb.Telemetry.Processes))
-		hb.Telemetry = nil
-	}
 	changed := false
 	for _, o := range n.Offers {
 		cold := hb.Loaded != nil && !contains(hb.Loaded, o.Model)
@@ -65,26 +62,6 @@ func (s *session) heartbeat(hb *protocol.Heartbeat) {
 		s.act.observe(n.ID, now, hb.Telemetry)
 		s.mu.Unlock()
 	}
-}
-
-// Bounds of what a node's reading may hold: more is a broken or hostile agent.
-const (
-	maxTelemetryGPUs      = 64
-	maxTelemetryProcesses = 256
-	maxProcessName        = 128
-)
-
-// saneTelemetry says whether a reading is within bounds, shortening long process names.
-func saneTelemetry(t *protocol.Telemetry) bool {
-	if len(t.GPUs) > maxTelemetryGPUs || len(t.Processes) > maxTelemetryProcesses {
-		return false
-	}
-	for i := range t.Processes {
-		if p := &t.Processes[i]; len(p.Name) > maxProcessName {
-			p.Name = p.Name[:maxProcessName]
-		}
-	}
-	return true
 }
 
 func contains(ss []string, s string) bool {

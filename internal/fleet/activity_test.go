@@ -70,17 +70,3 @@ func TestActivity_BusyAndDays(t *testing.T) {
 		t.Errorf("after putBack: %d jobs, %d failed; want 2 and 1", jobs, failed)
 	}
 }
-
-func TestSaneTelemetry(t *testing.T) {
-	long := make([]byte, 1000)
-	for i := range long {
-		long[i] = 'x'
-	}
-	ok := &protocol.Telemetry{Processes: []protocol.GPUProcess{{PID: 1, Name: string(long)}}}
-	if !saneTelemetry(ok) || len(ok.Processes[0].Name) != maxProcessName {
-		t.Error("a long process name is not shortened")
-	}
-	if saneTelemetry(&protocol.Telemetry{GPUs: make([]protocol.GPUStat, maxTelemetryGPUs+1)}) {
-		t.Error("a reading of too many GPUs is accepted")
-	}
-}

@@ -18,13 +18,15 @@ import (
 	"github.com/coder/websocket"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/store"
 )
 
-// maxFrameBytes bounds one WebSocket message from an agent.
-const maxFrameBytes = 8 << 20
+// logAccount is the log key of a provider account.
+const logAccount = "account"
+
+// maxCloseReason bounds a close frame's reason: WebSocket allows 123 bytes.
+const maxCloseReason = 120
 
 var (
 	errCoordinatorClosing = errors.New("coordinator shutting down")
@@ -61,7 +63,7 @@ func (f *Fleet) ServeAgent(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // Accept has answered
 	}
-	conn.SetReadLimit(maxFrameBytes)
+	conn.SetReadLimit(protocol.MaxRegisterBytes) // raised once the node has registered
 	f.mu.RLock()
 	closed := f.closed
 	if !closed {
@@ -83,8 +85,15 @@ func (f *Fleet) ServeAgent(w http.ResponseWriter, r *http.Request) {
 	// The session outlives the HTTP request's context, which ends when the handler returns.
 	ctx := context.WithoutCancel(r.Context())
 	err = s.run(ctx, accountID)
+	limit := overLimit(err)
+	if limit {
+		// A broken or hostile agent: said once, with the limit, and the account to ask about it.
+		f.log.Warn("node refused: over a protocol limit", logNode, s.nodeID(), logAccount, accountID, "remote", r.RemoteAddr, "err", err)
+	}
 	if s.node != nil && !s.node.Selftest {
-		f.log.Info("node disconnected", logNode, s.node.ID, "err", err)
+		if !limit {
+			f.log.Info("node disconnected", logNode, s.node.ID, "err", err)
+		}
 		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		if err := s.flush(fctx, true); err != nil {
 			f.log.Warn("record the node's session", logNode, s.node.ID, "err", err)
@@ -105,10 +114,25 @@ type session struct {
 	done      chan struct{}
 	err       error // why the session ended; set before done is closed
 
+	// clamps are the fields of the node's frames clamped to a limit so far, each logged once.
+	// Only the reader touches it.
+	clamps map[string]bool
+
 	mu       sync.Mutex
 	jobs     map[string]*Job
 	lastSeen time.Time
 	act      activity
+}
+
+// nodeID is the id of the session's node, once its key is known; "" before.
+func (s *session) nodeID() string {
+	switch {
+	case s.node != nil:
+		return s.node.ID
+	case len(s.nodeKey) == ed25519.PublicKeySize:
+		return NodeID(s.nodeKey)
+	}
+	return ""
 }
 
 func (s *session) run(ctx context.Context, accountID string) error {
@@ -118,6 +142,7 @@ func (s *session) run(ctx context.Context, accountID string) error {
 		return err
 	}
 	s.node = node
+	s.conn.SetReadLimit(protocol.MaxMessageBytes)
 	if node.Selftest {
 		f := s.fleet
 		f.mu.Lock()
@@ -194,9 +219,35 @@ func (s *session) handshake(ctx context.Context, accountID string) (*Node, error
 	if err != nil {
 		return nil, fmt.Errorf("read register: %w", err)
 	}
+	reg, err := decodeRegister(msg, nonce)
+	if err != nil {
+		return nil, err
+	}
+	s.nodeKey = reg.NodeKey
+	if err := checkRegister(reg); err != nil {
+		return nil, err
+	}
+	now := s.fleet.cfg.Now()
+	node := newNode(reg, accountID, now, s)
+	if node.Selftest {
+		// Checked, not recorded: the node only has to be its provider's.
+		if err := s.owned(ctx, node); err != nil {
+			return nil, err
+		}
+	} else if err := s.record(ctx, node, reg, now); err != nil {
+		return nil, err
+	}
+	s.lastSeen = now
+	return node, nil
+}
+
+// decodeRegister reads the message that answers the challenge of nonce: a register frame, in
+// the protocol version this coordinator speaks, signed with the node's key. The caller checks
+// it against the limits (checkRegister) once the node is known by its key.
+func decodeRegister(msg, nonce []byte) (*protocol.Register, error) {
 	var fr protocol.Frame
 	if err := json.Unmarshal(msg, &fr); err != nil || fr.Type != protocol.TypeRegister || fr.Register == nil {
-		return nil, errors.New("first frame is not a register frame")
+		return nil, refuse("first frame is not a register frame")
 	}
 	reg := fr.Register
 	if reg.Version != protocol.Version {
@@ -212,11 +263,11 @@ func (s *session) handshake(ctx context.Context, accountID string) (*Node, error
 		}
 		return nil, errors.New("node key signature does not verify")
 	}
-	s.nodeKey = reg.NodeKey
-	if err := validateOffers(reg.Offers); err != nil {
-		return nil, err
-	}
-	now := s.fleet.cfg.Now()
+	return reg, nil
+}
+
+// newNode is the node a checked registration describes, connected at now on session s.
+func newNode(reg *protocol.Register, accountID string, now time.Time, s *session) *Node {
 	node := &Node{
 		ID:        NodeID(reg.NodeKey),
 		AccountID: accountID,
@@ -228,43 +279,13 @@ func (s *session) handshake(ctx context.Context, accountID string) (*Node, error
 		Connected: now,
 		Windows:   reg.Windows,
 		Timezone:  reg.Timezone,
+		Selftest:  reg.Selftest,
 		sess:      s,
 	}
 	for _, o := range reg.Offers {
 		node.Offers = append(node.Offers, &Offer{Offer: o, Node: node})
 	}
-	node.Selftest = reg.Selftest
-	if node.Selftest {
-		// Checked, not recorded: the node only has to be its provider's.
-		if err := s.owned(ctx, node); err != nil {
-			return nil, err
-		}
-	} else if err := s.record(ctx, node, reg, now); err != nil {
-		return nil, err
-	}
-	s.lastSeen = now
-	return node, nil
-}
-
-func validateOffers(offers []protocol.Offer) error {
-	if len(offers) == 0 {
-		return errors.New("register: the node offers no model")
-	}
-	seen := make(map[string]bool, len(offers))
-	for _, o := range offers {
-		switch {
-		case o.Model == "":
-			return errors.New("register: an offer has no model")
-		case seen[o.Model]:
-			return fmt.Errorf("register: model %q offered twice", o.Model)
-		case o.MaxConcurrent < 1:
-			return fmt.Errorf("register: offer %q: max_concurrent must be at least 1", o.Model)
-		case o.InputPrice < 0 || o.OutputPrice < 0 || money.Price(o.InputPrice) > money.MaxPrice || money.Price(o.OutputPrice) > money.MaxPrice:
-			return fmt.Errorf("register: offer %q: prices must be between 0 and %s USD per 1M tokens", o.Model, money.MaxPrice)
-		}
-		seen[o.Model] = true
-	}
-	return nil
+	return node
 }
 
 // record stores the node's registration. A node key belongs to the provider account that
@@ -386,35 +407,37 @@ func (s *session) close(err error) {
 		}
 		s.err = err
 		close(s.done)
-		s.mu.Lock()
-		jobs := s.jobs
-		s.jobs = nil
-		now := s.fleet.cfg.Now()
-		for _, j := range jobs {
-			end := &protocol.End{Error: &protocol.Error{Message: fmt.Sprintf("node %s: %v", j.Offer.Node.ID, errNodeGone)}}
-			if !errors.Is(err, errCoordinatorClosing) {
-				// A job cut short by the coordinator's own shutdown is not the node's failure.
-				s.act.ended(j.Offer.Node.ID, now, end)
-			}
-			j.finish(protocol.Frame{Type: protocol.TypeEnd, Job: j.ID, End: end})
-		}
-		s.act.jobEnded(0, now)
-		s.mu.Unlock()
+		s.endJobs(err)
 		status := websocket.StatusInternalError
-		if errors.Is(err, errSelftestDone) {
+		var le *limitError
+		switch {
+		case errors.Is(err, errSelftestDone):
 			status = websocket.StatusNormalClosure
-		} else if errors.Is(err, errCoordinatorClosing) || errors.Is(err, errReplaced) {
+		case errors.Is(err, errCoordinatorClosing) || errors.Is(err, errReplaced):
 			status = websocket.StatusGoingAway
+		case errors.As(err, &le):
+			status = websocket.StatusPolicyViolation
 		}
-		s.conn.Close(status, truncate(err.Error(), 120))
+		s.conn.Close(status, protocol.Clip(err.Error(), maxCloseReason))
 	})
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
+// endJobs fails every job still running on the session, which ends for err.
+func (s *session) endJobs(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	jobs := s.jobs
+	s.jobs = nil
+	now := s.fleet.cfg.Now()
+	for _, j := range jobs {
+		end := &protocol.End{Error: &protocol.Error{Message: fmt.Sprintf("node %s: %v", j.Offer.Node.ID, errNodeGone)}}
+		if !errors.Is(err, errCoordinatorClosing) {
+			// A job cut short by the coordinator's own shutdown is not the node's failure.
+			s.act.ended(j.Offer.Node.ID, now, end)
+		}
+		j.finish(protocol.Frame{Type: protocol.TypeEnd, Job: j.ID, End: end})
 	}
-	return s[:n]
+	s.act.jobEnded(0, now)
 }
 
 // send queues a frame for the writer. It fails once the session has ended.
@@ -468,25 +491,51 @@ func (s *session) readLoop(ctx context.Context) error {
 			}
 			return fmt.Errorf("read from node: %w", err)
 		}
-		s.mu.Lock()
-		s.lastSeen = s.fleet.cfg.Now()
-		s.mu.Unlock()
-		if err := protocol.Decode(msg, s.handle); err != nil {
-			return fmt.Errorf("from node: %w", err)
+		if err := s.apply(msg); err != nil {
+			return err
 		}
 	}
+}
+
+// apply takes in a message from the node: its frames, in order, each checked against the
+// protocol's limits. An error refuses the node.
+func (s *session) apply(msg []byte) error {
+	s.mu.Lock()
+	s.lastSeen = s.fleet.cfg.Now()
+	s.mu.Unlock()
+	if err := protocol.Decode(msg, s.handle); err != nil {
+		if !overLimit(err) {
+			// A JSON error, which may quote a long literal of the node's.
+			err = refuse("%s", protocol.Clip(err.Error(), 100))
+		}
+		return fmt.Errorf("from node: %w", err)
+	}
+	return nil
 }
 
 func (s *session) handle(fr protocol.Frame) error {
 	switch fr.Type {
 	case protocol.TypeHeartbeat:
 		if fr.Heartbeat != nil && s.node != nil {
+			if err := s.checkHeartbeat(fr.Heartbeat); err != nil {
+				return err
+			}
 			s.heartbeat(fr.Heartbeat)
 		}
 		return nil
 	case protocol.TypeDelta, protocol.TypeEnd:
 		if (fr.Type == protocol.TypeDelta && fr.Delta == nil) || (fr.Type == protocol.TypeEnd) != (fr.End != nil) {
-			return fmt.Errorf("protocol violation: %s frame without its body", fr.Type)
+			return refuse("protocol violation: %s frame without its body", fr.Type)
+		}
+		if fr.Delta != nil {
+			if err := checkDelta(fr.Delta); err != nil {
+				return err
+			}
+		}
+		if fr.End != nil {
+			if err := s.checkEnd(fr.End); err != nil {
+				return err
+			}
 		}
 		s.mu.Lock()
 		j := s.jobs[fr.Job]
@@ -515,7 +564,7 @@ func (s *session) handle(fr protocol.Frame) error {
 		j.finish(fr)
 		return nil
 	default:
-		return fmt.Errorf("protocol violation: unexpected %q frame from node", fr.Type)
+		return refuse("protocol violation: unexpected %s frame from node", quote(fr.Type))
 	}
 }
 

@@ -11,8 +11,14 @@ import (
 // MaxBatch bounds the frames sent in one WebSocket message.
 const MaxBatch = 64
 
+// MaxBatchBytes is how large a message may grow before a batch takes no more frames: a message
+// is at most MaxBatchBytes and one frame more, which keeps an agent's messages under
+// MaxMessageBytes.
+const MaxBatchBytes = 1 << 20
+
 // Batcher encodes frames as one message: the first frame, then whatever more is already waiting
-// on a channel, up to MaxBatch, so that a burst costs one write instead of one per frame.
+// on a channel, up to MaxBatch frames and about MaxBatchBytes, so that a burst costs one write
+// instead of one per frame.
 type Batcher struct {
 	buf bytes.Buffer
 	enc *json.Encoder
@@ -29,6 +35,9 @@ func (b *Batcher) Encode(first Frame, more <-chan Frame) ([]byte, error) {
 		return nil, err
 	}
 	for range MaxBatch - 1 {
+		if b.buf.Len() >= MaxBatchBytes {
+			break
+		}
 		select {
 		case fr := <-more:
 			if err := b.enc.Encode(&fr); err != nil {

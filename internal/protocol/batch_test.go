@@ -53,3 +53,24 @@ func TestDecode_ReadsWhatBatcherWrites(t *testing.T) {
 		t.Error("a broken frame decoded without error")
 	}
 }
+
+// A batch takes no more frames once it holds MaxBatchBytes: a message is at most that and one
+// frame more.
+func TestBatcher_BoundsItsSize(t *testing.T) {
+	more := make(chan Frame, MaxBatch)
+	big := Frame{Type: TypeDelta, Job: "j", Delta: &Delta{Text: string(bytes.Repeat([]byte("x"), MaxBatchBytes/4))}}
+	for range MaxBatch {
+		more <- big
+	}
+	var b Batcher
+	msg, err := b.Encode(big, more)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(msg); n < MaxBatchBytes || n > MaxBatchBytes+MaxBatchBytes/4+100 {
+		t.Errorf("a batch of %d bytes; want %d and one frame more at most", n, MaxBatchBytes)
+	}
+	if left := len(more); left != MaxBatch-3 { // the first frame and 3 more make 1 MiB
+		t.Errorf("%d frames left waiting; want %d", left, MaxBatch-3)
+	}
+}

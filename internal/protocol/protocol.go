@@ -49,6 +49,15 @@
 //     span of the job (Frame.Trace), so that the agent's spans join the request's trace.
 //     Optional; agents that do not trace ignore it, and each job of a request (a retry, a
 //     continuation after failover) carries its own.
+//   - Version 1, 2026-12-01: the coordinator enforces limits on what a node sends (see
+//     [MaxMessageBytes] and the constants after it): the size of a message, the offers of a
+//     node, the length of names, model ids, regions and other strings, the GPUs, processes and
+//     loaded models of a heartbeat, the size of a delta, a receipt and an error. A node over a
+//     limit is refused (the connection closes with status 1008, policy violation, or 1009,
+//     message too big, and a short reason that names the limit), or has the field clamped.
+//     A region must be [ValidRegion] (after lower-casing). Agents of this version keep within
+//     them: they offer at most [MaxOffers] models, cut long text into several deltas and clip
+//     error messages; agents before it that did not are refused with the reason.
 package protocol
 
 import (
@@ -136,14 +145,15 @@ func RegisterMessage(nonce []byte) []byte {
 type Register struct {
 	Version int `json:"version"`
 	// NodeKey is the node's ed25519 public key; Signature signs RegisterMessage(nonce) with it.
-	NodeKey   []byte   `json:"node_key"`
-	Signature []byte   `json:"signature"`
-	Name      string   `json:"name,omitempty"`
-	Region    string   `json:"region,omitempty"`
-	Agent     string   `json:"agent,omitempty"` // agent build version
-	Engine    string   `json:"engine"`          // "sim", "openai", ...
-	Hardware  Hardware `json:"hardware"`
-	Offers    []Offer  `json:"offers"`
+	NodeKey   []byte `json:"node_key"`
+	Signature []byte `json:"signature"`
+	Name      string `json:"name,omitempty"`
+	// Region is where the node is: an ISO country code such as "de", or any [ValidRegion].
+	Region   string   `json:"region,omitempty"`
+	Agent    string   `json:"agent,omitempty"` // agent build version
+	Engine   string   `json:"engine"`          // "sim", "openai", ...
+	Hardware Hardware `json:"hardware"`
+	Offers   []Offer  `json:"offers"`
 	// Windows are the node's weekly availability windows ("mon-fri 08:00-18:00") in the IANA
 	// time zone Timezone; empty: always available.
 	Windows  string `json:"windows,omitempty"`

@@ -23,6 +23,7 @@ type Logs struct {
 	t       testing.TB
 	mu      sync.Mutex
 	secrets []string
+	lines   []string // every record, as JSON
 }
 
 // NewLogs returns a test's logger.
@@ -51,6 +52,24 @@ func (l *Logs) Secret(secrets ...string) {
 	}
 }
 
+// Lines returns the records logged so far, debug ones included, each as a line of JSON, that
+// contain every one of substrings.
+func (l *Logs) Lines(substrings ...string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var lines []string
+	for _, line := range l.lines {
+		all := true
+		for _, s := range substrings {
+			all = all && strings.Contains(line, s)
+		}
+		if all {
+			lines = append(lines, line)
+		}
+	}
+	return lines
+}
+
 // scanner checks each formatted record.
 type scanner struct{ l *Logs }
 
@@ -58,6 +77,7 @@ func (s scanner) Write(p []byte) (int, error) {
 	l := s.l
 	line := string(bytes.TrimSuffix(p, []byte("\n")))
 	l.mu.Lock()
+	l.lines = append(l.lines, line)
 	var found []string
 	if m := SecretPattern.FindString(line); m != "" {
 		found = append(found, m[:6]+"…")
