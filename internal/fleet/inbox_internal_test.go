@@ -34,3 +34,25 @@ func TestInbox_StaysAsLargeAsTheLag(t *testing.T) {
 		t.Error("took a frame from an empty inbox")
 	}
 }
+
+// A node that sends large deltas to a reader that does not read fills a job's inbox up to
+// maxInboxBytes, not its window of frames times the largest delta: the next delta is refused,
+// and taking a delta makes room again.
+func TestInbox_BoundedInBytes(t *testing.T) {
+	j := &Job{ready: make(chan struct{}, 1)}
+	big := protocol.Frame{Type: protocol.TypeDelta, Delta: &protocol.Delta{Text: string(make([]byte, protocol.MaxDeltaBytes))}}
+	n := 0
+	for j.put(big, maxDeltas) {
+		n++
+	}
+	if want := maxInboxBytes / protocol.MaxDeltaBytes; n != want || j.held > maxInboxBytes {
+		t.Errorf("took %d deltas of %d bytes (%d held); want %d, at most %d bytes", n, protocol.MaxDeltaBytes, j.held, want, maxInboxBytes)
+	}
+	if !j.put(protocol.Frame{Type: protocol.TypeEnd, End: &protocol.End{}}, -1) {
+		t.Error("the end frame was refused") // finish always delivers the end
+	}
+	j.take()
+	if !j.put(big, maxDeltas) {
+		t.Error("no room after a delta was taken")
+	}
+}

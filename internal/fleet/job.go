@@ -38,6 +38,7 @@ type Job struct {
 	// reader takes from it (the relay, or the prober): ready wakes that one.
 	inbox   []protocol.Frame
 	head    int
+	held    int // bytes of the deltas in the inbox, at most maxInboxBytes
 	ended   bool
 	unacked int // deltas taken by the reader but not yet acknowledged with credit
 	// The node's receipt, from its end frame, and what the coordinator saw of the job.
@@ -80,15 +81,30 @@ func (f *Fleet) Dispatch(ctx context.Context, o *Offer, req *protocol.Request) (
 // exceed, and room for the last delta and the end, which finish adds beyond it.
 const maxDeltas = protocol.Window + 2
 
-// put adds a frame to the inbox, unless the inbox holds limit frames already (limit < 0: no
-// limit), and wakes the reader.
+// maxInboxBytes bounds the answer a job's inbox holds, whatever a node sends within its
+// window: a buyer reading slowly keeps at most this much of the coordinator's memory per job.
+// An honest node's window of deltas, about a token each, is a few kilobytes.
+const maxInboxBytes = 8 << 20
+
+// deltaBytes is the size of a frame's delta, 0 for other frames.
+func deltaBytes(fr *protocol.Frame) int {
+	if fr.Delta == nil {
+		return 0
+	}
+	return len(fr.Delta.Text) + len(fr.Delta.Reasoning) + len(fr.Delta.ToolCalls)
+}
+
+// put adds a frame to the inbox, unless the inbox holds limit frames or maxInboxBytes of
+// deltas already (limit < 0: no limit), and wakes the reader.
 func (j *Job) put(fr protocol.Frame, limit int) bool {
+	n := deltaBytes(&fr)
 	j.mu.Lock()
-	if limit >= 0 && len(j.inbox)-j.head >= limit {
+	if limit >= 0 && (len(j.inbox)-j.head >= limit || j.held+n > maxInboxBytes) {
 		j.mu.Unlock()
 		return false
 	}
 	j.inbox = append(j.inbox, fr)
+	j.held += n
 	j.mu.Unlock()
 	select {
 	case j.ready <- struct{}{}:
@@ -105,6 +121,7 @@ func (j *Job) take() (protocol.Frame, bool) {
 		return protocol.Frame{}, false
 	}
 	fr := j.inbox[j.head]
+	j.held -= deltaBytes(&fr)
 	j.inbox[j.head] = protocol.Frame{} // let the delta go
 	j.head++
 	switch {
