@@ -142,12 +142,34 @@ type ModelInfo struct {
 	TokensPerSecond                          float64 // medians over the nodes measured
 }
 
-// Models lists the models served now, ordered by id.
+// LiveOffers returns the offers for a model that get buyers' traffic (see [Offer.Live]), a
+// snapshot the caller may keep.
+func (f *Fleet) LiveOffers(model string) []*Offer {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return live(f.byModel[model])
+}
+
+func live(offers []*Offer) []*Offer {
+	var out []*Offer
+	for _, o := range offers {
+		if o.Live() {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// Models lists the models served now, ordered by id: those that some node serves to buyers
+// (its offer of the model is live), summarised over those nodes only. A model only unverified
+// or quarantined nodes serve is not listed.
 func (f *Fleet) Models() []ModelInfo {
 	f.mu.RLock()
 	snapshot := make(map[string][]*Offer, len(f.byModel))
 	for id, offers := range f.byModel {
-		snapshot[id] = offers
+		if l := live(offers); len(l) > 0 {
+			snapshot[id] = l
+		}
 	}
 	f.mu.RUnlock()
 	ms := make([]ModelInfo, 0, len(snapshot))
@@ -158,9 +180,10 @@ func (f *Fleet) Models() []ModelInfo {
 	return ms
 }
 
-// Model summarises one model, or reports false when no node serves it.
+// Model summarises one model over the nodes that serve it to buyers, or reports false when
+// none does.
 func (f *Fleet) Model(id string) (ModelInfo, bool) {
-	offers := f.Offers(id)
+	offers := f.LiveOffers(id)
 	if len(offers) == 0 {
 		return ModelInfo{}, false
 	}
@@ -220,6 +243,7 @@ func (f *Fleet) Running() int {
 
 // add makes a registered node visible, replacing an older session of the same node.
 func (f *Fleet) add(n *Node) (replaced *Node, ok bool) {
+	f.initOffers(n)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
@@ -417,6 +441,33 @@ func (f *Fleet) SetLevel(n *Node, level string) {
 	f.changedNow()
 }
 
+// initOffers gives each of a registering node's offers its own level as the store has it
+// (every model a node serves is verified on its own, docs/reputation.md); a model with no
+// level stored is new, or verified when the fleet trusts new nodes. When the levels cannot be
+// read, they are all new: the prober checks them again.
+func (f *Fleet) initOffers(n *Node) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stored := map[string]string{}
+	levels, err := f.cfg.Store.OfferLevels(ctx, n.ID)
+	if err != nil {
+		f.log.Warn("read the levels of a node's models: checking them again", logNode, n.ID, "err", err)
+	}
+	for _, l := range levels {
+		stored[l.Model] = l.Level
+	}
+	for _, o := range n.Offers {
+		level, ok := stored[o.Model]
+		if !ok {
+			level = store.LevelNew
+			if f.cfg.TrustNewNodes && err == nil {
+				level = store.LevelVerified
+			}
+		}
+		o.level.Store(&level)
+	}
+}
+
 // Offer is one model a connected node serves, with its free slots.
 type Offer struct {
 	protocol.Offer
@@ -426,6 +477,64 @@ type Offer struct {
 	running int
 	stats   Stats
 	cold    atomic.Bool // the node said the model is not loaded
+	// level is the model's own level on the node (store.LevelNew, LevelVerified or
+	// LevelQuarantined); nil for an offer the fleet did not register (a what-if ranking, a
+	// test), which follows its node.
+	level atomic.Pointer[string]
+}
+
+// OwnLevel returns the model's own level on its node: store.LevelNew until the model passes
+// its onboarding checks there, then store.LevelVerified, or store.LevelQuarantined once it
+// fails too many. An offer the fleet did not register has the node's level.
+func (o *Offer) OwnLevel() string {
+	if l := o.level.Load(); l != nil {
+		return *l
+	}
+	if o.Node == nil {
+		return store.LevelVerified
+	}
+	return o.Node.Level()
+}
+
+// Level returns the offer's level as buyers' traffic sees it: the node's level, unless the
+// node is verified or trusted and the model is not verified on it (new or quarantined: then
+// that). An offer without a node is verified.
+func (o *Offer) Level() string {
+	node := store.LevelVerified
+	if o.Node != nil {
+		node = o.Node.Level()
+	}
+	if node != store.LevelVerified && node != store.LevelTrusted {
+		return node
+	}
+	if own := o.OwnLevel(); own == store.LevelNew || own == store.LevelQuarantined {
+		return own
+	}
+	return node
+}
+
+// Live reports whether the offer gets buyers' traffic: its node and its model on the node are
+// verified (or the node trusted).
+func (o *Offer) Live() bool {
+	l := o.Level()
+	return l == store.LevelVerified || l == store.LevelTrusted
+}
+
+// WithLevel sets the model's own level on an offer that is in no fleet yet (a test) and
+// returns it.
+func (o *Offer) WithLevel(level string) *Offer {
+	o.level.Store(&level)
+	return o
+}
+
+// SetOfferLevel changes the model's own level on its node as the coordinator knows it now; the
+// caller records it in the store. The rankings see it at once.
+func (f *Fleet) SetOfferLevel(o *Offer, level string) {
+	if l := o.level.Load(); l != nil && *l == level {
+		return
+	}
+	o.level.Store(&level)
+	f.changedNow()
 }
 
 // Warm reports whether the model is loaded on the node (or the node cannot tell).

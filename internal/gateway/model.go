@@ -56,7 +56,7 @@ func (g *Gateway) getModel(w http.ResponseWriter, r *http.Request, c *call) erro
 	}
 	// Model ids hold slashes, so /v1/models/{id}/endpoints arrives here too.
 	if model, ok := strings.CutSuffix(id, "/endpoints"); ok {
-		if offers := g.cfg.Fleet.Offers(model); len(offers) > 0 {
+		if offers := g.cfg.Fleet.LiveOffers(model); len(offers) > 0 {
 			return writeJSON(w, endpointsOf(model, offers, g.cfg.Now()))
 		}
 		id = model

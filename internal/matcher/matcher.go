@@ -23,7 +23,7 @@ type Candidate struct {
 
 	InputPrice, OutputPrice money.Price // the ask per million tokens
 	Running, MaxConcurrent  int         // slots in use and in all
-	Reliability             float64     // 0..1: the node's reputation score, or before one is computed the share of jobs it completed
+	Reliability             float64     // 0..1: see Reliability
 	Quantization            string      // such as "fp8", "q4_k_m"; "" unknown
 
 	RTT             time.Duration // coordinator to node; 0 unknown
@@ -39,9 +39,11 @@ type Candidate struct {
 	Offer *fleet.Offer
 }
 
-// Level is a node's trust level as the matcher sees it (docs/reputation.md): trusted nodes
-// rank before verified ones; new nodes (not verified yet) and quarantined or suspended ones
-// get no live traffic. The zero value is Verified.
+// Level is an offer's trust level as the matcher sees it (docs/reputation.md): its node's,
+// unless the model is not verified on the node yet, or quarantined there (each model a node
+// serves is verified on its own). Trusted nodes rank before verified ones; new nodes or
+// models (not verified yet) and quarantined or suspended ones get no live traffic. The zero
+// value is Verified.
 type Level uint8
 
 const (
@@ -83,7 +85,7 @@ func FromOffers(offers []*fleet.Offer) []Candidate {
 			Offer:           o,
 			InputPrice:      money.Price(o.InputPrice),
 			OutputPrice:     money.Price(o.OutputPrice),
-			Reliability:     st.Reliability,
+			Reliability:     Reliability(o.Node, st),
 			Running:         o.Running(),
 			MaxConcurrent:   o.MaxConcurrent,
 			Quantization:    strings.ToLower(o.Quantization),
@@ -95,12 +97,7 @@ func FromOffers(offers []*fleet.Offer) []Candidate {
 		if n := o.Node; n != nil {
 			c.NodeID, c.ProviderID, c.Region, c.RTT = n.ID, n.AccountID, country(n.Region), n.RTT()
 			c.Paused = n.Paused() != ""
-			c.Level = levelOf(n.Level())
-			if s := n.Score(); s > 0 {
-				// The node's reputation (docs/reputation.md), which weighs its measured
-				// reliability with its record and verification, once computed.
-				c.Reliability = s
-			}
+			c.Level = levelOf(o.Level()) // the node's, unless the model is not verified on it
 		}
 	}
 	return cs

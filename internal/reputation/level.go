@@ -33,6 +33,11 @@ type Rules struct {
 	// (since it was quarantined) and its score is ReleaseMinScore or more.
 	ReleaseAfterPassed int
 	ReleaseMinScore    float64
+	// A new, verified or trusted node is quarantined when UsageFailed of its usage checks
+	// (store.CheckUsage: its usage claims found inflated) failed within UsageWindow, counting
+	// only those since its level last changed.
+	UsageFailed int
+	UsageWindow time.Duration
 }
 
 // DefaultRules are the rules docs/reputation.md documents.
@@ -49,6 +54,8 @@ func DefaultRules() Rules {
 		QuarantineMinJobs:  200,
 		ReleaseAfterPassed: 3,
 		ReleaseMinScore:    0.60,
+		UsageFailed:        3,
+		UsageWindow:        24 * time.Hour,
 	}
 }
 
@@ -66,6 +73,9 @@ func (ru Rules) Validate() error {
 	}
 	if ru.ReleaseAfterPassed < 1 {
 		errs = append(errs, errors.New("release after passed must be at least 1"))
+	}
+	if ru.UsageFailed < 1 || ru.UsageWindow <= 0 {
+		errs = append(errs, errors.New("usage quarantine needs at least 1 failed check within a positive window"))
 	}
 	for _, s := range []float64{ru.QuarantineBelow, ru.ReleaseMinScore, ru.DemoteBelow, ru.TrustedMinScore} {
 		if !(s >= 0 && s <= 1) {
@@ -87,7 +97,8 @@ func (ru Rules) Next(cur string, r Record, s Score) (level, reason string, chang
 		cur = store.LevelNew
 	}
 	t := tallyRecord(r)
-	since := checksSince(t.checksOldestFirst, r.LevelSince)
+	mine := nodeChecks(r, t.checksOldestFirst)
+	since := checksSince(mine, r.LevelSince)
 	switch cur {
 	case store.LevelNew, store.LevelVerified, store.LevelTrusted:
 	case store.LevelQuarantined:
@@ -104,10 +115,20 @@ func (ru Rules) Next(cur string, r Record, s Score) (level, reason string, chang
 		return cur, "", false
 	}
 
-	if failed := failedIn(last(since, ru.QuarantineWindow)); failed >= ru.QuarantineFailed {
+	if len(r.Offers) > 0 {
+		if level, reason, changed := ru.offerRules(cur, r); changed && level == store.LevelQuarantined {
+			return level, reason, true
+		}
+	}
+	if n := usageFailedSince(since, r.Now.Add(-ru.UsageWindow)); n >= ru.UsageFailed {
 		return store.LevelQuarantined, fmt.Sprintf(
-			"%d of its last %s failed, answers unlike the model's: quarantined, no live traffic but still probed, until %s",
-			failed, plural(min(len(since), ru.QuarantineWindow), "check", "checks"), ru.release()), true
+			"its usage claims were inflated %s in the last %s: quarantined, no live traffic but still probed, until %s",
+			plural(n, "time", "times"), hours(ru.UsageWindow), ru.release()), true
+	}
+	if window := last(since, ru.QuarantineWindow); failedIn(window) >= ru.QuarantineFailed {
+		return store.LevelQuarantined, fmt.Sprintf(
+			"%d of its last %s failed, %s: quarantined, no live traffic but still probed, until %s",
+			failedIn(window), plural(len(window), "check", "checks"), failedWhy(window), ru.release()), true
 	}
 	if cur != store.LevelNew && s.Value < ru.QuarantineBelow && t.jobs >= ru.QuarantineMinJobs {
 		return store.LevelQuarantined, fmt.Sprintf(
@@ -117,16 +138,19 @@ func (ru Rules) Next(cur string, r Record, s Score) (level, reason string, chang
 
 	switch cur {
 	case store.LevelNew:
+		if len(r.Offers) > 0 {
+			return ru.offerRules(cur, r) // verified once one of its models is
+		}
 		if n := passedInARow(since, store.CheckOnboarding); n >= ru.OnboardingChecks {
 			return store.LevelVerified, fmt.Sprintf(
 				"passed %s in a row: verified, it gets live traffic", plural(n, "onboarding check", "onboarding checks")), true
 		}
 	case store.LevelVerified:
-		if ru.trustable(r, t, s) {
+		if ru.trustable(r, t, mine, s) {
 			return store.LevelTrusted, fmt.Sprintf(
 				"%s completed in the last %d days, %s on the network, a score of %s and its last %s passed: trusted, first in the auction",
 				plural(t.done, "job", "jobs"), HistoryDays, plural(ageDays(r), "day", "days"), pct(s.Value),
-				plural(min(len(t.checksOldestFirst), ru.QuarantineWindow), "check", "checks")), true
+				plural(min(len(mine), ru.QuarantineWindow), "check", "checks")), true
 		}
 	case store.LevelTrusted:
 		if s.Value < ru.DemoteBelow {
@@ -145,9 +169,18 @@ func (ru Rules) Goal(cur string, r Record, s Score) string {
 		cur = store.LevelNew
 	}
 	t := tallyRecord(r)
-	since := checksSince(t.checksOldestFirst, r.LevelSince)
+	mine := nodeChecks(r, t.checksOldestFirst)
+	since := checksSince(mine, r.LevelSince)
 	switch cur {
 	case store.LevelNew:
+		if len(r.Offers) > 0 {
+			n := newOfferProgress(r, t.checksOldestFirst)
+			if n < 0 {
+				return "verified once one of its models passes its onboarding checks"
+			}
+			return fmt.Sprintf("verified once one of its models passes %s in a row",
+				plural(max(ru.OnboardingChecks-n, 1), "more onboarding check", "more onboarding checks"))
+		}
 		n := passedInARow(since, store.CheckOnboarding)
 		return fmt.Sprintf("verified after %s in a row pass",
 			plural(max(ru.OnboardingChecks-n, 1), "more onboarding check", "more onboarding checks"))
@@ -165,7 +198,7 @@ func (ru Rules) Goal(cur string, r Record, s Score) string {
 		if s.Value < ru.TrustedMinScore {
 			need = append(need, fmt.Sprintf("a score of %s (now %s)", pct(ru.TrustedMinScore), pct(s.Value)))
 		}
-		if failedIn(last(t.checksOldestFirst, ru.QuarantineWindow)) > 0 {
+		if failedIn(last(mine, ru.QuarantineWindow)) > 0 {
 			need = append(need, fmt.Sprintf("its last %d checks to pass", ru.QuarantineWindow))
 		}
 		if len(need) == 0 {
@@ -196,11 +229,50 @@ func (ru Rules) release() string {
 	return fmt.Sprintf("%d checks in a row pass and its score is %s or more", ru.ReleaseAfterPassed, pct(ru.ReleaseMinScore))
 }
 
-func (ru Rules) trustable(r Record, t tally, s Score) bool {
+func (ru Rules) trustable(r Record, t tally, checks []Check, s Score) bool {
 	return t.done >= ru.TrustedMinJobs &&
 		!r.FirstSeen.IsZero() && r.Now.Sub(r.FirstSeen) >= ru.TrustedMinAge &&
 		s.Value >= ru.TrustedMinScore &&
-		failedIn(last(t.checksOldestFirst, ru.QuarantineWindow)) == 0
+		failedIn(last(checks, ru.QuarantineWindow)) == 0
+}
+
+// usageFailedSince counts the failed usage checks among cs at or after from.
+func usageFailedSince(cs []Check, from time.Time) int {
+	n := 0
+	for _, c := range cs {
+		if c.Kind == store.CheckUsage && !c.Passed && !c.At.Before(from) {
+			n++
+		}
+	}
+	return n
+}
+
+func hours(d time.Duration) string {
+	if h := d.Hours(); h == float64(int(h)) {
+		return plural(int(h), "hour", "hours")
+	}
+	return d.String()
+}
+
+// failedWhy says what the failed checks among cs were about.
+func failedWhy(cs []Check) string {
+	answers, usage := 0, 0
+	for _, c := range cs {
+		switch {
+		case c.Passed:
+		case c.Kind == store.CheckUsage:
+			usage++
+		default:
+			answers++
+		}
+	}
+	switch {
+	case usage == 0:
+		return "answers unlike the model's"
+	case answers == 0:
+		return "usage claims inflated"
+	}
+	return "answers unlike the model's and usage claims inflated"
 }
 
 // Rank orders levels in the auction: a higher rank comes first. Trusted is 2, verified 1; the

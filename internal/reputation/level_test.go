@@ -303,6 +303,7 @@ func TestRules_Validate(t *testing.T) {
 		"demote above trusted":     func(r *Rules) { r.DemoteBelow = 0.95 },
 		"negative age":             func(r *Rules) { r.TrustedMinAge = -time.Hour },
 		"no release":               func(r *Rules) { r.ReleaseAfterPassed = 0 },
+		"no usage window":          func(r *Rules) { r.UsageWindow = 0 },
 	} {
 		ru := DefaultRules()
 		edit(&ru)

@@ -54,6 +54,27 @@ type Record struct {
 	// ThroughputRatio is the node's measured output tokens per second over the same median
 	// (1 typical, 0.5 half as fast); 0 when not measured.
 	ThroughputRatio float64
+	// Offers are the node's models, each verified on its own ([Rules.NextOffer]): the ones it
+	// serves now, and those it served that have a level. nil: the node is judged as a whole,
+	// as if all its checks were of one model.
+	Offers []Offer
+}
+
+// Offer is one model of a node, which the rules verify on its own: a node whose second model
+// fails its checks loses that model, not the first.
+type Offer struct {
+	Model string
+	// Level is the model's own level on the node: store.LevelNew (not verified yet),
+	// store.LevelVerified or store.LevelQuarantined; "" is new.
+	Level string
+	// Since is when the model got Level on the node; the rules count only its checks at or
+	// after it. Zero: every check counts.
+	Since time.Time
+	// Quarantines counts the times the model was quarantined on the node in the last
+	// HistoryDays days, the current one included.
+	Quarantines int
+	// Served says that the node offers the model now.
+	Served bool
 }
 
 // Day is a node's jobs on one UTC day.
@@ -68,9 +89,14 @@ type Day struct {
 	Failed int
 }
 
-// Check is one verification result: store.CheckOnboarding or store.CheckProbe.
+// Check is one verification result: store.CheckOnboarding, store.CheckProbe,
+// store.CheckQuarantine (a probe of a model quarantined on the node, which decides only its
+// release), or store.CheckUsage (usage claims found implausible: always failed).
 type Check struct {
 	At     time.Time
 	Kind   string
 	Passed bool
+	// Model is the model checked; "" for a check of the node as a whole (usage). A record
+	// without Offers ignores it.
+	Model string
 }

@@ -3,7 +3,6 @@ package reputation
 import (
 	"fmt"
 	"math"
-	"slices"
 	"time"
 )
 
@@ -168,7 +167,7 @@ type tally struct {
 	checks, passed       int
 	effChecks, effPassed float64
 	effFailedChecks      float64
-	checksOldestFirst    []Check // every check of the record, sorted by At
+	checksOldestFirst    []Check // every check of the record, sorted by At (scored or not)
 }
 
 func tallyRecord(r Record) tally {
@@ -192,11 +191,10 @@ func tallyRecord(r Record) tally {
 		t.effJobs += w * float64(jobs[age])
 		t.effDone += w * float64(done[age])
 	}
-	t.checksOldestFirst = slices.Clone(r.Checks)
-	slices.SortStableFunc(t.checksOldestFirst, func(a, b Check) int { return a.At.Compare(b.At) })
+	t.checksOldestFirst = sortedChecks(r.Checks)
 	for _, c := range t.checksOldestFirst {
 		age := r.Now.Sub(c.At).Hours() / 24
-		if age >= HistoryDays {
+		if age >= HistoryDays || !scored(c) {
 			continue
 		}
 		w := decay(max(age, 0))

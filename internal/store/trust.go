@@ -23,7 +23,23 @@ const (
 const (
 	CheckOnboarding = "onboarding" // a known-answer check before a node gets live traffic
 	CheckProbe      = "probe"      // a canary request, indistinguishable from a buyer's
+	// CheckQuarantine is a probe of a model quarantined on its node: it decides only whether
+	// the model is released.
+	CheckQuarantine = "quarantine"
+	// CheckUsage records usage claims found implausible (Node.Overclaims grew): always failed,
+	// and of no model.
+	CheckUsage = "usage"
 )
+
+// OfferLevel is the level of one model on one node: each model a node serves is verified on
+// its own (docs/reputation.md). Level is LevelNew, LevelVerified or LevelQuarantined.
+type OfferLevel struct {
+	NodeID    string
+	Model     string
+	Level     string
+	Reason    string
+	ChangedAt time.Time
+}
 
 // NodeCheck is the result of one verification of a node.
 type NodeCheck struct {
@@ -49,6 +65,14 @@ type AuditEntry struct {
 type Trust interface {
 	// SetNodeLevel sets a node's level and why; ErrNotFound for an unknown node.
 	SetNodeLevel(ctx context.Context, nodeID, level, reason string, at time.Time) error
+	// SetOfferLevel sets the level of a model on a node, why, and since when.
+	SetOfferLevel(ctx context.Context, l OfferLevel) error
+	// OfferLevels lists the levels of the models of a node, by model.
+	OfferLevels(ctx context.Context, nodeID string) ([]OfferLevel, error)
+	// CheckOverclaims turns the node's over-claims (Node.Overclaims) not counted yet into one
+	// failed check of kind CheckUsage at at, in one transaction, and returns how many it
+	// counted: 0, and no check, when there were none.
+	CheckOverclaims(ctx context.Context, nodeID string, at time.Time) (int, error)
 	// SetNodeScores records nodes' reputation scores (node id → score in [0, 1]).
 	SetNodeScores(ctx context.Context, scores map[string]float64, at time.Time) error
 	// AddNodeChecks records verification results, in one transaction.

@@ -149,3 +149,32 @@ func units(s string) []string {
 	flush(len(s))
 	return out
 }
+
+// How a node's usage claim is checked against another count of the same answer. The same
+// model has the same tokenizer whatever the engine, so for the same text two honest nodes
+// count the same completion tokens, give or take one at the end (an end-of-text token). A
+// node paid per token may claim more than it generated; when its answer agrees with a
+// reference's (or the known answer), its claim is compared with the reference's count, scaled
+// to the length of its own answer when the two differ.
+
+// InflationSlack and InflationRatio: a claim is inflated when it is more than InflationRatio
+// times the reference's count (scaled) plus InflationSlack tokens.
+const (
+	InflationRatio = 1.25
+	InflationSlack = 2
+)
+
+// Inflated reports whether claimed, a node's completion tokens for its answer got, is well
+// above the count of the reference, which counted refTokens for its answer ref to the same
+// request; expected is the reference's count scaled to got's length (what the node is billed
+// when its claim is inflated). There is no judgement (false) without a reference count.
+func Inflated(claimed int, got string, refTokens int, ref string) (expected int, inflated bool) {
+	if refTokens <= 0 || len(ref) == 0 || len(got) == 0 {
+		return 0, false
+	}
+	expected = refTokens
+	if len(got) != len(ref) {
+		expected = (refTokens*len(got) + len(ref) - 1) / len(ref)
+	}
+	return expected, float64(claimed) > InflationRatio*float64(expected)+InflationSlack
+}

@@ -19,8 +19,17 @@ const SimPrefix = "sim/"
 // running it, so it is compared with another node's answer instead (see [Agree]). ok is false
 // too for a request the sim engine refuses, and for one that makes it call a tool.
 func KnownAnswer(req *protocol.Request) (answer string, ok bool) {
-	if req == nil || !strings.HasPrefix(req.Model, SimPrefix) {
-		return "", false
+	answer, _, ok = known(req)
+	return answer, ok
+}
+
+// Known reports whether the answers of model are known in advance ([KnownAnswer]).
+func Known(model string) bool { return strings.HasPrefix(model, SimPrefix) }
+
+// known is KnownAnswer with the completion tokens an honest node counts for the answer.
+func known(req *protocol.Request) (answer string, completionTokens int, ok bool) {
+	if req == nil || !Known(req.Model) {
+		return "", 0, false
 	}
 	// An engine serving just this model, whatever its name: the answer depends on the name,
 	// not on the rest of the engine's configuration (context length aside, which a probe
@@ -28,13 +37,13 @@ func KnownAnswer(req *protocol.Request) (answer string, ok bool) {
 	e := sim.New(sim.Config{Models: []engine.Model{{Name: req.Model}}})
 	var b strings.Builder
 	tool := false
-	_, err := e.Run(context.Background(), req, engine.Emit(func(d protocol.Delta) error {
+	res, err := e.Run(context.Background(), req, engine.Emit(func(d protocol.Delta) error {
 		tool = tool || len(d.ToolCalls) > 0
 		b.WriteString(d.Text)
 		return nil
 	}))
 	if err != nil || tool {
-		return "", false
+		return "", 0, false
 	}
-	return b.String(), true
+	return b.String(), res.Usage.CompletionTokens, true
 }

@@ -2,12 +2,10 @@ package verify
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,15 +49,17 @@ const PlatformAccount = "shareai-platform"
 // PlatformAccountID is the platform account's id, by which it is always found.
 const PlatformAccountID = "acct_platform"
 
-// Prober verifies nodes: a new node gets onboarding checks before live traffic, every live or
-// quarantined node gets canary probes at random times, and each node's score and level follow
-// its record by the rules of docs/reputation.md.
+// Prober verifies nodes, each model of a node on its own: a model not verified yet on a node
+// (every model of a new node) gets onboarding checks before live traffic, every other model
+// gets canary probes at random times, and the levels of each model and of each node, and the
+// node's score, follow its record by the rules of docs/reputation.md.
 //
 // A check is a job like any buyer's (same frames, a realistic chat, temperature 0, a fixed
-// seed), whose answer is compared with the known answer when the model's output is known
-// exactly (the simulated engine), or else with the answer of a verified node of another
-// provider serving the same model and quantization. Probes are billed like real requests to
-// the platform's account, so the node is paid for them.
+// seed), judged as check.go says: against the known answer when the model's output is known
+// exactly (the simulated engine), by reference-free tests when no node of another provider
+// serves the model to buyers yet, or else against the answer of such a node, of the same
+// quantization if any. Probes are billed like real requests to the platform's account, so the
+// node is paid for them; onboarding checks are not.
 type Prober struct {
 	cfg   Config
 	log   *slog.Logger
@@ -72,12 +72,13 @@ type Prober struct {
 	applyMu sync.Mutex // serializes level decisions
 	mu      sync.Mutex
 	busy    map[string]bool          // nodes being checked now
+	seen    map[string]*fleet.Node   // each node's session when last looked at
 	due     map[string]time.Time     // next check of each node
 	retry   map[string]time.Duration // backoff of a node whose checks could not be made
 	last    map[string]time.Time     // an account's last selftest
+	turn    map[string]int           // a node's probes so far: picks the model of its next one
 	prompts int                      // probes sent: picks the next prompt
 	warned  time.Time                // when unpaid probes were last warned about
-	counter int
 	wg      sync.WaitGroup
 }
 
@@ -104,8 +105,8 @@ func New(cfg Config) *Prober {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Prober{cfg: cfg, log: cfg.Log, busy: map[string]bool{}, due: map[string]time.Time{},
-		retry: map[string]time.Duration{}, last: map[string]time.Time{}, started: cfg.Now()}
+	return &Prober{cfg: cfg, log: cfg.Log, busy: map[string]bool{}, seen: map[string]*fleet.Node{}, due: map[string]time.Time{},
+		retry: map[string]time.Duration{}, last: map[string]time.Time{}, turn: map[string]int{}, started: cfg.Now()}
 }
 
 // Run checks nodes until ctx is done, then waits for the checks in flight.
@@ -175,22 +176,25 @@ func (p *Prober) makePlatformKey(ctx context.Context) (*store.Key, error) {
 	return k, nil
 }
 
-// startChecks starts the checks due: onboarding for new nodes, probes for the others.
+// startChecks starts the checks due: onboarding for the models not verified yet on a node
+// (all of them on a new node: every model proves itself again), probes for the others.
 func (p *Prober) startChecks(ctx context.Context) {
 	now := p.cfg.Now()
 	for _, n := range p.cfg.Fleet.Nodes() {
-		level := n.Level()
-		if level == store.LevelSuspended || n.Paused() != "" {
+		if n.Level() == store.LevelSuspended || n.Paused() != "" {
 			continue
 		}
 		p.mu.Lock()
-		due, known := p.due[n.ID]
-		if !known {
-			due = now // a new node is onboarded at once; another node's first probe comes later
-			if level != store.LevelNew {
-				due = now.Add(p.nextGap())
+		due, scheduled := p.due[n.ID]
+		if p.seen[n.ID] != n {
+			// Seen for the first time, or connected again: onboard at once what needs it (new
+			// models, new hardware). A node that reconnects keeps its next probe's time, so
+			// that reconnecting puts no probe off.
+			p.seen[n.ID] = n
+			if !scheduled || n.Level() == store.LevelNew || len(unverified(n)) > 0 {
+				due = now
+				p.due[n.ID] = due
 			}
-			p.due[n.ID] = due
 		}
 		start := !p.busy[n.ID] && !now.Before(due)
 		if start {
@@ -201,17 +205,23 @@ func (p *Prober) startChecks(ctx context.Context) {
 			continue
 		}
 		p.wg.Go(func() {
-			made := false
-			if level == store.LevelNew {
-				made = p.onboard(ctx, n)
-			} else {
-				_, made = p.check(ctx, n, store.CheckProbe)
+			made := true
+			if n.Level() == store.LevelNew {
+				if err := p.renew(ctx, n); err != nil && ctx.Err() == nil {
+					p.log.Warn("reputation: renew a new node's models", "node", n.ID, "err", err)
+				}
+			}
+			switch targets := unverified(n); {
+			case len(targets) > 0:
+				made = p.onboard(ctx, n, targets)
+			case scheduled: // a node seen for the first time gets its first probe later
+				_, made = p.check(ctx, n, p.probeOffer(n), store.CheckProbe)
 			}
 			p.mu.Lock()
 			defer p.mu.Unlock()
 			delete(p.busy, n.ID)
 			switch {
-			case made && n.Level() != store.LevelNew:
+			case made && len(unverified(n)) == 0:
 				p.due[n.ID], p.retry[n.ID] = now.Add(p.nextGap()), 0
 			case made:
 				p.due[n.ID], p.retry[n.ID] = p.cfg.Now(), 0 // more onboarding checks to make
@@ -224,6 +234,38 @@ func (p *Prober) startChecks(ctx context.Context) {
 	}
 }
 
+// unverified returns the offers of models not verified yet on the node: they get onboarding
+// checks.
+func unverified(n *fleet.Node) []*fleet.Offer {
+	var out []*fleet.Offer
+	for _, o := range n.Offers {
+		if o.OwnLevel() == store.LevelNew {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// probeOffer picks the offer a probe of the node checks: each model verified or quarantined
+// on it in turn, so that a node failing on every model fails on its 4th probe, and one
+// failing on one model in two does not. nil when there is none.
+func (p *Prober) probeOffer(n *fleet.Node) *fleet.Offer {
+	var offers []*fleet.Offer
+	for _, o := range n.Offers {
+		if o.OwnLevel() != store.LevelNew {
+			offers = append(offers, o)
+		}
+	}
+	if len(offers) == 0 {
+		return nil
+	}
+	p.mu.Lock()
+	i := p.turn[n.ID]
+	p.turn[n.ID]++
+	p.mu.Unlock()
+	return offers[i%len(offers)]
+}
+
 // nextGap is a random time to a node's next probe, ProbeEvery on average: half of it, and an
 // exponential wait around the other half, so that probes come at no predictable time but not
 // in bursts.
@@ -232,34 +274,43 @@ func (p *Prober) nextGap() time.Duration {
 	return time.Duration(half + mrand.ExpFloat64()*half)
 }
 
-// onboard runs the onboarding checks of a new node, at once; the rules then make it verified
-// (enough passed in a row), leave it new to be checked again, or quarantine it (too many
-// failed). Checks that could not be made are made later.
-func (p *Prober) onboard(ctx context.Context, n *fleet.Node) (made bool) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+// onboard runs the onboarding checks of the models not verified yet on a node, at once, all
+// of them together; the rules then verify each model (enough passed in a row), leave it new
+// to be checked again, or quarantine it (too many failed). Checks that could not be made are
+// made later.
+func (p *Prober) onboard(ctx context.Context, n *fleet.Node, offers []*fleet.Offer) (made bool) {
 	var (
 		wg    sync.WaitGroup
 		madeN atomic.Int32
 	)
-	for range max(p.cfg.Rules.OnboardingChecks, 1) {
-		wg.Go(func() {
-			if _, ok := p.check(ctx, n, store.CheckOnboarding); ok {
-				madeN.Add(1)
-			}
-			if n.Level() != store.LevelNew {
-				cancel() // decided: the checks still running are of no use
-			}
-		})
+	for _, o := range offers {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		for range max(p.cfg.Rules.OnboardingChecks, 1) {
+			wg.Go(func() {
+				if _, ok := p.check(ctx, n, o, store.CheckOnboarding); ok {
+					madeN.Add(1)
+				}
+				if o.OwnLevel() != store.LevelNew || n.Level() == store.LevelSuspended {
+					cancel() // decided: the checks still running are of no use
+				}
+			})
+		}
 	}
 	wg.Wait()
 	return madeN.Load() > 0
 }
 
-// check sends one check to the node and records its result; ok is false when no check could
-// be made (the node busy, gone, or no slot).
-func (p *Prober) check(ctx context.Context, n *fleet.Node, kind string) (passed, ok bool) {
-	c, ok := p.checkOnce(ctx, n, kind)
+// check sends one check of an offer to its node and records its result; ok is false when no
+// check could be made (no offer, the node busy, gone, or no slot).
+func (p *Prober) check(ctx context.Context, n *fleet.Node, o *fleet.Offer, kind string) (passed, ok bool) {
+	if o == nil {
+		return false, false
+	}
+	if kind == store.CheckProbe && o.OwnLevel() == store.LevelQuarantined {
+		kind = store.CheckQuarantine // it decides only the model's release
+	}
+	c, ok := p.checkOnce(ctx, n, o, kind)
 	if !ok {
 		return false, false
 	}
@@ -276,40 +327,14 @@ func (p *Prober) check(ctx context.Context, n *fleet.Node, kind string) (passed,
 	return c.Passed, true
 }
 
-// checkOnce sends one check to the node and judges the answer, recording nothing.
-func (p *Prober) checkOnce(ctx context.Context, n *fleet.Node, kind string) (store.NodeCheck, bool) {
-	if len(n.Offers) == 0 {
-		return store.NodeCheck{}, false
-	}
-	p.mu.Lock()
-	p.counter++
-	p.prompts++
-	i, prompt := p.counter, p.prompts+mrand.IntN(NumProbes) // every model gets every prompt
-	p.mu.Unlock()
-	offer := n.Offers[i%len(n.Offers)]
-	req := Probe(prompt, offer.Model)
-	if !offer.Acquire() {
-		return store.NodeCheck{}, false // busy with buyers' jobs: probe later
-	}
-	got, err := p.run(ctx, offer, req, kind == store.CheckProbe)
-	if err != nil {
-		if ctx.Err() == nil {
-			p.log.Debug("check not made", "node", n.ID, "err", err)
-		}
-		return store.NodeCheck{}, false
-	}
-	c := store.NodeCheck{NodeID: n.ID, At: p.cfg.Now(), Kind: kind, Model: offer.Model}
-	var conclusive bool
-	c.Passed, c.Detail, conclusive = p.judge(ctx, n, offer, req, got, kind)
-	return c, conclusive
-}
-
 // selftestEvery is how often one provider account may run a selftest.
 const selftestEvery = time.Minute
 
 // Selftest checks a node as a new node's onboarding would, without recording anything or
 // changing its level: what 'shareai provider selftest' shows its provider. It makes a check
-// per onboarding check of the rules, retrying one that could not be made a few times.
+// per onboarding check of the rules, and at least one of each model, retrying one that could
+// not be made a few times. A selftest compares with known answers, or makes reference-free
+// checks; never with other nodes.
 func (p *Prober) Selftest(ctx context.Context, n *fleet.Node) *protocol.Selftest {
 	p.mu.Lock()
 	last, seen := p.last[n.AccountID]
@@ -324,9 +349,13 @@ func (p *Prober) Selftest(ctx context.Context, n *fleet.Node) *protocol.Selftest
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	res := &protocol.Selftest{Passed: true}
-	want := max(p.cfg.Rules.OnboardingChecks, 1)
+	if len(n.Offers) == 0 {
+		res.Passed = false
+		return res
+	}
+	want := max(p.cfg.Rules.OnboardingChecks, len(n.Offers), 1)
 	for tries := 0; len(res.Checks) < want && tries < 3*want && ctx.Err() == nil; tries++ {
-		c, ok := p.checkOnce(ctx, n, store.CheckOnboarding)
+		c, ok := p.checkOnce(ctx, n, n.Offers[len(res.Checks)%len(n.Offers)], store.CheckOnboarding)
 		if !ok {
 			continue
 		}
@@ -337,238 +366,4 @@ func (p *Prober) Selftest(ctx context.Context, n *fleet.Node) *protocol.Selftest
 		res.Passed = false
 	}
 	return res
-}
-
-// judge compares an answer with the known answer, or with a reference node's. conclusive is
-// false when there was nothing to compare with: a probe then counts as not made. An
-// onboarding check with no reference anywhere passes a well-formed answer, so that the first
-// node of a model can start; later probes compare it with the nodes that come after. A
-// selftest compares with known answers only, and says no more than whether a check passed.
-func (p *Prober) judge(ctx context.Context, n *fleet.Node, offer *fleet.Offer, req *protocol.Request, got, kind string) (passed bool, detail string, conclusive bool) {
-	if want, ok := KnownAnswer(req); ok {
-		if AgreeExact(got, want) {
-			return true, "the known answer", true
-		}
-		_, sim := Agree(got, want)
-		if n.Selftest {
-			return false, "unlike the known answer", true
-		}
-		return false, fmt.Sprintf("unlike the known answer (similarity %.2f)", sim), true
-	}
-	if n.Selftest {
-		return strings.TrimSpace(got) != "", "a well-formed answer; a selftest compares with known answers only", true
-	}
-	ref := p.reference(n, offer)
-	if ref == nil {
-		if kind == store.CheckProbe || p.serves(n, offer.Model) {
-			return false, "", false // no node free to compare with now: probe again later
-		}
-		if strings.TrimSpace(got) == "" {
-			return false, "an empty answer", true
-		}
-		return true, "a well-formed answer; no other node serves the model yet", true
-	}
-	want, err := p.run(ctx, ref, req, kind == store.CheckProbe) // reference took ref's slot
-	if err != nil {
-		return false, "", false
-	}
-	agree, sim := Agree(got, want)
-	if agree {
-		return true, fmt.Sprintf("like another node's answer (similarity %.2f)", sim), true
-	}
-	return false, fmt.Sprintf("unlike another node's answer (similarity %.2f)", sim), true
-}
-
-// serves says whether a verified or trusted node of another provider serves model.
-func (p *Prober) serves(n *fleet.Node, model string) bool {
-	for _, o := range p.cfg.Fleet.Offers(model) {
-		if p.canReference(n, o) {
-			return true
-		}
-	}
-	return false
-}
-
-func (p *Prober) canReference(n *fleet.Node, o *fleet.Offer) bool {
-	l := o.Node.Level()
-	return o.Node != n && o.Node.AccountID != n.AccountID && (l == store.LevelVerified || l == store.LevelTrusted)
-}
-
-// reference is a verified or trusted node of another provider serving the same model, with a
-// free slot taken: one of the same quantization if any, else one of another (a node cannot
-// escape comparison by naming its quantization uniquely); nil when none is free.
-func (p *Prober) reference(n *fleet.Node, offer *fleet.Offer) *fleet.Offer {
-	offers := p.cfg.Fleet.Offers(offer.Model)
-	for _, sameQuant := range []bool{true, false} {
-		for _, o := range offers {
-			if !p.canReference(n, o) || strings.EqualFold(o.Quantization, offer.Quantization) != sameQuant {
-				continue
-			}
-			if o.Acquire() {
-				return o
-			}
-		}
-	}
-	return nil
-}
-
-// run sends req to the offer's node as a job and returns the answer's text. The caller has
-// taken a slot of the offer; the job frees it. A paid job is billed like a buyer's request to
-// the platform's account, so the node earns what it would for a buyer.
-func (p *Prober) run(ctx context.Context, o *fleet.Offer, req *protocol.Request, paid bool) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.CheckTimeout)
-	defer cancel()
-	var (
-		bill func(end *protocol.End, delivered int, err error)
-		err  error
-	)
-	if paid {
-		if bill, err = p.pay(ctx, o, req); err != nil {
-			o.Release()
-			return "", err
-		}
-	}
-	job, err := p.cfg.Fleet.Dispatch(ctx, o, req)
-	if err != nil {
-		if bill != nil {
-			bill(nil, 0, err)
-		}
-		return "", err
-	}
-	text, end, delivered, err := collect(ctx, job)
-	if bill != nil {
-		bill(end, delivered, err)
-	}
-	switch {
-	case err != nil:
-		return "", err
-	case end.Error != nil:
-		return "", fmt.Errorf("node %s: %s", o.Node.ID, end.Error.Message)
-	}
-	return text, nil
-}
-
-// pay holds a probe's most possible cost on the platform's account, and returns what bills it
-// when the job ends (or voids the hold when no job ran).
-func (p *Prober) pay(ctx context.Context, o *fleet.Offer, req *protocol.Request) (func(*protocol.End, int, error), error) {
-	key, err := p.platformKey(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var id [10]byte
-	rand.Read(id[:])
-	requestID := fmt.Sprintf("probe_%x", id)
-	bounds := ledger.Bounds{PromptTokens: ledger.PromptBound(len(req.Messages)), PromptEstimate: ledger.EstimateTokens(len(req.Messages))}
-	bounds.CompletionTokens = p.cfg.Ledger.CompletionBound(req.MaxTokens, o.ContextLength)
-	ask := p.probeAsk(o)
-	if err := p.hold(ctx, key, requestID, p.cfg.Ledger.MaxCost(ask, bounds)); errors.Is(err, errUnfunded) {
-		p.warnUnfunded()
-		return nil, nil // the probe runs unpaid
-	} else if err != nil {
-		return nil, err
-	}
-	start := p.cfg.Now()
-	return func(end *protocol.End, delivered int, err error) {
-		u := &store.Usage{RequestID: requestID, AccountID: key.AccountID, KeyID: key.ID, Model: req.Model,
-			NodeID: o.Node.ID, Region: o.Node.Region, Endpoint: req.Kind, CreatedAt: start,
-			Outcome: store.OutcomeOK, Duration: p.cfg.Now().Sub(start)}
-		if end == nil && delivered == 0 {
-			u.Outcome, u.Error = store.OutcomeError, fmt.Sprint(err)
-			if verr := p.cfg.Ledger.Void(context.WithoutCancel(ctx), requestID, u); verr != nil {
-				p.log.Warn("void a probe's hold", "err", verr)
-			}
-			return
-		}
-		work := ledger.Work{NodeID: o.Node.ID, ProviderID: o.Node.AccountID, Ask: ask, DeliveredBytes: delivered}
-		if end != nil {
-			work.PromptTokens, work.CompletionTokens = end.Usage.PromptTokens, end.Usage.CompletionTokens
-		}
-		if err != nil || end == nil || end.Error != nil {
-			u.Outcome = store.OutcomeError
-		}
-		b := p.cfg.Ledger.Price(requestID, bounds, []ledger.Work{work})
-		u.PromptTokens, u.CompletionTokens = b.PromptTokens, b.CompletionTokens
-		p.cfg.Ledger.SettleLater(b, u)
-	}, nil
-}
-
-// collect reads a job to its end: the answer's text, the end, and the bytes delivered.
-func collect(ctx context.Context, job *fleet.Job) (string, *protocol.End, int, error) {
-	var b strings.Builder
-	delivered := 0
-	for {
-		fr, err := job.Next(ctx)
-		if err != nil {
-			job.Cancel()
-			return b.String(), nil, delivered, err
-		}
-		if fr.Delta != nil {
-			b.WriteString(fr.Delta.Text)
-			delivered += len(fr.Delta.Text) + len(fr.Delta.Reasoning) + len(fr.Delta.ToolCalls)
-		}
-		if fr.Type == protocol.TypeEnd {
-			return b.String(), fr.End, delivered, nil
-		}
-	}
-}
-
-// hold reserves a probe's most possible cost on the platform's account, funding it from the
-// platform's fees (or, when they fall short, from the outside world: the operator's money, a
-// deposit with ref platform-funding:…) when its balance is short.
-func (p *Prober) hold(ctx context.Context, key *store.Key, requestID string, amount money.Nanos) error {
-	err := p.cfg.Ledger.Hold(ctx, requestID, key, amount)
-	var le *store.LimitError
-	if !errors.As(err, &le) {
-		return err
-	}
-	// Top up from the fees: enough for many probes if they have it, else for this one.
-	for _, topUp := range []money.Nanos{amount * 100, amount * 10, amount} {
-		var ref [8]byte
-		rand.Read(ref[:])
-		err = p.cfg.Store.FundFromFees(ctx, key.AccountID, topUp, fmt.Sprintf("probes:%x", ref), p.cfg.Now())
-		if !errors.Is(err, store.ErrInsufficient) {
-			break
-		}
-	}
-	switch {
-	case errors.Is(err, store.ErrInsufficient):
-		return errUnfunded
-	case err != nil:
-		return fmt.Errorf("fund the probes: %w", err)
-	}
-	return p.cfg.Ledger.Hold(ctx, requestID, key, amount)
-}
-
-// errUnfunded: the platform's fees cannot pay a probe now.
-var errUnfunded = errors.New("the platform's fees cannot pay the probes")
-
-// warnUnfunded says, at most every 10 minutes, that probes run unpaid.
-func (p *Prober) warnUnfunded() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if now := p.cfg.Now(); now.Sub(p.warned) > 10*time.Minute {
-		p.warned = now
-		p.log.Warn("probes run unpaid: the platform's fee income does not cover them yet")
-	}
-}
-
-// DefaultProbePriceCap bounds what a probe pays a node per million tokens, in and out, when no
-// other node's ask to compare with exists.
-const DefaultProbePriceCap = money.Price(money.USD)
-
-// probeAsk is what a probe pays the node: its ask, but no more than the median ask of the
-// verified nodes serving the model (or the cap, without them), so that a node cannot ask a
-// fortune to be paid it by the probes.
-func (p *Prober) probeAsk(o *fleet.Offer) ledger.Ask {
-	var ins, outs []float64
-	for _, peer := range p.cfg.Fleet.Offers(o.Model) {
-		if l := peer.Node.Level(); peer.Node != o.Node && (l == store.LevelVerified || l == store.LevelTrusted) {
-			ins, outs = append(ins, float64(peer.InputPrice)), append(outs, float64(peer.OutputPrice))
-		}
-	}
-	capIn, capOut := p.cfg.ProbePriceCap, p.cfg.ProbePriceCap
-	if len(ins) > 0 {
-		capIn, capOut = money.Price(median(ins)), money.Price(median(outs))
-	}
-	return ledger.Ask{Input: min(money.Price(o.InputPrice), capIn), Output: min(money.Price(o.OutputPrice), capOut)}
 }

@@ -208,3 +208,34 @@ func encode(turns []turn) json.RawMessage {
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
+
+// PromptEstimate bounds from above the tokens an engine counts for a chat's messages (their
+// JSON, as a probe sends them): a token per 3 bytes (English runs at about 4), 8 a message
+// for the chat template's markers, and 48 for what a template adds (a default system prompt,
+// the assistant's header).
+func PromptEstimate(messages []byte) int {
+	return (len(messages)+2)/3 + 8*bytes.Count(messages, []byte(`{"role":`)) + 48
+}
+
+// FitProbe returns probe i for model fitted to a context of contextLength tokens (0: unknown,
+// no limit), so that a node with a small context (llama.cpp started with -c 512, say) gets
+// probes it can answer whole: the first of probes i, i+1, … whose prompt and max_tokens fit;
+// if none does, the one with the shortest prompt, its max_tokens cut to fit (at least 16).
+func FitProbe(i int, model string, contextLength int) *protocol.Request {
+	if contextLength <= 0 {
+		return Probe(i, model)
+	}
+	var shortest *protocol.Request
+	for k := range NumProbes {
+		req := Probe(i+k, model)
+		prompt := PromptEstimate(req.Messages)
+		if prompt+req.MaxTokens <= contextLength {
+			return req
+		}
+		if shortest == nil || prompt < PromptEstimate(shortest.Messages) {
+			shortest = req
+		}
+	}
+	shortest.MaxTokens = fitTokens(shortest.MaxTokens, PromptEstimate(shortest.Messages), contextLength)
+	return shortest
+}

@@ -22,6 +22,9 @@ type conversation struct {
 	prefix    string
 	// promptTokens estimates the tokens of the prompt, prefix included.
 	promptTokens int
+	// instruction is the text of the last message when it is the user's: what the simulated
+	// model follows when it asks for something simple (see instructed).
+	instruction string
 }
 
 // Tags of the canonical encoding.
@@ -72,6 +75,10 @@ func (e *Engine) parseConversation(req *protocol.Request) (conversation, error) 
 		last = len(key)
 		c.continued = m.role == "assistant" && len(m.calls) == 0 && len(m.images) == 0 && len(m.others) == 0
 		c.prefix = m.text
+		c.instruction = ""
+		if m.role == "user" && len(m.images) == 0 && len(m.others) == 0 {
+			c.instruction = m.text
+		}
 		key = append(key, tagMessage)
 		key = appendField(key, m.role)
 		key = appendField(key, m.text)

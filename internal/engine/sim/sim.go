@@ -5,7 +5,9 @@
 // engine with another salt plays a node that cheats.
 //
 // An answer is a sequence of tokens, each one word with its leading space and punctuation,
-// emitted one per delta. A chat whose last message is the assistant's text P continues the
+// emitted one per delta. It is random text, except that the simulated model follows a few
+// simple instructions (repeat a code, a small sum, words in capitals: see instructed), so that
+// it passes the checks that tell a language model from a text generator. A chat whose last message is the assistant's text P continues the
 // answer: when the natural answer starts with P, Run emits exactly the rest of it.
 //
 // This package imports only the standard library and the engine and protocol packages.
@@ -106,6 +108,12 @@ func (e *Engine) prepare(req *protocol.Request) (job, error) {
 		return job{}, err
 	}
 	r := conv.answerRNG()
+	if !asJSON && !conv.continued {
+		if s, ok := instructed(conv.instruction, &r); ok {
+			j.text = plainText(s)
+			return j, nil
+		}
+	}
 	j.text = naturalAnswer(&r, asJSON)
 	if conv.continued {
 		if s, n := j.text.s, len(conv.prefix); strings.HasPrefix(s, conv.prefix) && (n == len(s) || utf8.RuneStart(s[n])) {

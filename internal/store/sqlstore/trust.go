@@ -18,7 +18,8 @@ import (
 // What the store keeps of nodes' verification and governance (store.Trust): levels and
 // scores, checks, the audit log, and the two movements of money that trust needs: funding the
 // platform's own buyer account from the fees, and clawing back a cheat's pending earnings.
-// Schema: migration 0005.
+// Schema: migrations 0005 and 0008 (the levels of each model on a node, and the over-claims
+// counted).
 
 // validLevel reports whether l is one of the store.Level* constants.
 func validLevel(l string) bool {
@@ -46,6 +47,93 @@ func (db *DB) SetNodeLevel(ctx context.Context, nodeID, level, reason string, at
 		return fmt.Errorf("set level of node %s: %w", nodeID, store.ErrNotFound)
 	}
 	return nil
+}
+
+// validOfferLevel reports whether l is a level a model on a node can have.
+func validOfferLevel(l string) bool {
+	switch l {
+	case store.LevelNew, store.LevelVerified, store.LevelQuarantined:
+		return true
+	}
+	return false
+}
+
+// SetOfferLevel sets the level of a model on a node, why and since when, replacing what was
+// there. The node need not be known (offer_levels has no foreign key, as node_checks).
+func (db *DB) SetOfferLevel(ctx context.Context, l store.OfferLevel) error {
+	if !validOfferLevel(l.Level) {
+		return fmt.Errorf("set level of %s on node %s: unknown level %q", l.Model, l.NodeID, l.Level)
+	}
+	_, err := db.w.ExecContext(ctx, db.q(`INSERT INTO offer_levels (node_id, model, level, reason, changed_at) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (node_id, model) DO UPDATE SET level = excluded.level, reason = excluded.reason, changed_at = excluded.changed_at`),
+		l.NodeID, l.Model, l.Level, l.Reason, millis(l.ChangedAt))
+	if err != nil {
+		return fmt.Errorf("set level of %s on node %s: %w", l.Model, l.NodeID, err)
+	}
+	return nil
+}
+
+// OfferLevels lists the levels of the models of a node, ordered by model.
+func (db *DB) OfferLevels(ctx context.Context, nodeID string) ([]store.OfferLevel, error) {
+	ls, err := queryAll(ctx, db.r, db.q(`SELECT node_id, model, level, reason, changed_at FROM offer_levels
+WHERE node_id = ? ORDER BY model`), []any{nodeID},
+		func(rows *sql.Rows) (store.OfferLevel, error) {
+			var (
+				l  store.OfferLevel
+				at int64
+			)
+			if err := rows.Scan(&l.NodeID, &l.Model, &l.Level, &l.Reason, &at); err != nil {
+				return l, err
+			}
+			l.ChangedAt = fromMillis(at)
+			return l, nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("offer levels of node %s: %w", nodeID, err)
+	}
+	return ls, nil
+}
+
+// CheckOverclaims turns the over-claims of a node not counted yet (nodes.overclaims beyond
+// nodes.overclaims_checked) into one failed check of kind usage, in one transaction, and
+// returns how many. It reads first, outside any transaction, so that a node without new
+// over-claims costs no write. An unknown node has none.
+func (db *DB) CheckOverclaims(ctx context.Context, nodeID string, at time.Time) (int, error) {
+	var fresh int64
+	err := db.r.QueryRowContext(ctx, db.q(`SELECT overclaims - overclaims_checked FROM nodes WHERE id = ?`), nodeID).Scan(&fresh)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("over-claims of node %s: %w", nodeID, err)
+	case fresh <= 0:
+		return 0, nil
+	}
+	var n int64
+	err = db.write(ctx, func(tx *sql.Tx) error {
+		var claims, checked int64
+		if err := db.txQueryRow(ctx, tx, `SELECT overclaims, overclaims_checked FROM nodes WHERE id = ?`+db.forUpdate(), nodeID).
+			Scan(&claims, &checked); err != nil {
+			return err
+		}
+		if n = claims - checked; n <= 0 {
+			return nil
+		}
+		if _, err := db.txExec(ctx, tx, `UPDATE nodes SET overclaims_checked = ? WHERE id = ?`, claims, nodeID); err != nil {
+			return err
+		}
+		detail := fmt.Sprintf("%d requests' usage claims were implausible and not billed as claimed", n)
+		if n == 1 {
+			detail = "1 request's usage claim was implausible and not billed as claimed"
+		}
+		_, err := db.txExec(ctx, tx, `INSERT INTO node_checks (node_id, at, kind, model, passed, detail) VALUES (?, ?, ?, ?, ?, ?)`,
+			nodeID, millis(at), store.CheckUsage, "", false, detail)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("count over-claims of node %s: %w", nodeID, err)
+	}
+	return int(max(n, 0)), nil
 }
 
 // SetNodeScores records nodes' reputation scores, computed at at, in one transaction. Unknown

@@ -691,3 +691,102 @@ func TestDB_Payouts(t *testing.T) {
 		}
 	})
 }
+
+func TestDB_OfferLevels(t *testing.T) {
+	sqlstore.ForEachDB(t, func(t *testing.T, db *sqlstore.DB) {
+		ctx := context.Background()
+		if ls, err := db.OfferLevels(ctx, "node_1"); err != nil || len(ls) != 0 {
+			t.Fatalf("OfferLevels of a node with none = %+v, %v; want none", ls, err)
+		}
+		set := []store.OfferLevel{
+			{NodeID: "node_1", Model: "m/b", Level: store.LevelNew, Reason: "", ChangedAt: at(time.Minute)},
+			{NodeID: "node_1", Model: "m/a", Level: store.LevelVerified, Reason: "passed", ChangedAt: at(2 * time.Minute)},
+			{NodeID: "node_2", Model: "m/a", Level: store.LevelQuarantined, Reason: "failed", ChangedAt: at(3 * time.Minute)},
+			{NodeID: "node_1", Model: "m/b", Level: store.LevelQuarantined, Reason: "4 of 6 failed", ChangedAt: at(4 * time.Minute)},
+		}
+		for _, l := range set {
+			if err := db.SetOfferLevel(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.SetOfferLevel(ctx, store.OfferLevel{NodeID: "node_1", Model: "m/c", Level: store.LevelTrusted, ChangedAt: t0}); err == nil {
+			t.Error("a model trusted on its own; want an error: trusted is a node's level")
+		}
+		got, err := db.OfferLevels(ctx, "node_1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []store.OfferLevel{set[1], set[3]}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("OfferLevels = %+v\nwant %+v", got, want)
+		}
+	})
+}
+
+func TestDB_CheckOverclaims(t *testing.T) {
+	sqlstore.ForEachDB(t, func(t *testing.T, db *sqlstore.DB) {
+		ctx := context.Background()
+		mustAccount(t, db, "acct_b", "buyer")
+		mustAccount(t, db, "acct_p", "provider")
+		mustNode(t, db, trustNode("node_1", "acct_p"))
+		if err := db.Deposit(ctx, "acct_b", 1000, "d1", t0); err != nil {
+			t.Fatal(err)
+		}
+		requests := 0
+		overclaim := func() {
+			t.Helper()
+			requests++
+			id := fmt.Sprintf("req_%d", requests)
+			if err := db.PlaceHold(ctx, &store.Hold{RequestID: id, AccountID: "acct_b", KeyID: "key_1", Amount: 10, CreatedAt: t0}); err != nil {
+				t.Fatal(err)
+			}
+			s := &store.Settlement{RequestID: id, Debit: 10, At: t0, ReleaseAt: at(time.Hour), Flagged: []string{"node_1"},
+				Parts: []store.Part{{NodeID: "node_1", ProviderID: "acct_p", Earned: 10}}}
+			if errs := db.Settle(ctx, []*store.Settlement{s}); errs[0] != nil {
+				t.Fatal(errs[0])
+			}
+		}
+		for _, tt := range []struct {
+			name  string
+			claim int // over-claims settled before the look
+			want  int
+		}{
+			{"none", 0, 0},
+			{"one", 1, 1},
+			{"counted already", 0, 0},
+			{"three more", 3, 3},
+		} {
+			for range tt.claim {
+				overclaim()
+			}
+			n, err := db.CheckOverclaims(ctx, "node_1", at(time.Minute))
+			if err != nil || n != tt.want {
+				t.Errorf("%s: CheckOverclaims = %d, %v; want %d", tt.name, n, err, tt.want)
+			}
+		}
+		cs := mustChecks(t, db, "node_1")
+		if len(cs) != 2 {
+			t.Fatalf("checks %+v; want 2 usage checks", cs)
+		}
+		for _, c := range cs {
+			if c.Kind != store.CheckUsage || c.Passed || c.Model != "" || !strings.Contains(c.Detail, "usage claim") {
+				t.Errorf("check %+v; want a failed usage check of no model", c)
+			}
+		}
+		if !strings.HasPrefix(cs[0].Detail, "3 requests'") {
+			t.Errorf("detail %q; want it to count 3 requests", cs[0].Detail)
+		}
+		if n, err := db.CheckOverclaims(ctx, "node_unknown", t0); err != nil || n != 0 {
+			t.Errorf("an unknown node: %d, %v; want 0, nil", n, err)
+		}
+	})
+}
+
+func mustChecks(t *testing.T, db store.Store, node string) []store.NodeCheck {
+	t.Helper()
+	cs, err := db.NodeChecks(context.Background(), node, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}

@@ -1,0 +1,170 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	mrand "math/rand/v2"
+	"strings"
+
+	"github.com/shareai/shareai/internal/fleet"
+	"github.com/shareai/shareai/internal/protocol"
+	"github.com/shareai/shareai/internal/store"
+)
+
+// How a check is judged, in order:
+//
+//  1. A model whose answers are known in advance (the simulated engine's, named "sim/…"): a
+//     probe, whose answer must be the known one, byte for byte. A node cannot skip a check by
+//     naming its model so: it must then answer as the simulated engine does, exactly.
+//  2. Another model that no node of another provider serves to buyers yet (or a selftest): a
+//     reference-free check ([ReferenceFree]), whose three answers must each pass.
+//  3. Otherwise a probe, whose answer must agree with the answer of a verified node of another
+//     provider serving the model ([Agree]); when none has a free slot now, no check is made.
+//
+// Every request fits the node's advertised context length ([FitProbe]). When an answer agrees,
+// the node's claim of completion tokens is compared with the known or reference count
+// ([Inflated]): a paid probe's inflated claim is billed at that count and flagged as an
+// over-claim (which the rules count as a failed usage check, see levels.go); an onboarding
+// check, which nothing pays, fails.
+
+// paid says whether a check of kind is paid: probes are, like buyers' requests; onboarding
+// checks are not.
+func paid(kind string) bool { return kind != store.CheckOnboarding }
+
+// checkOnce sends one check of an offer to its node and judges the answers, recording nothing.
+func (p *Prober) checkOnce(ctx context.Context, n *fleet.Node, offer *fleet.Offer, kind string) (store.NodeCheck, bool) {
+	p.mu.Lock()
+	p.prompts++
+	prompt := p.prompts + mrand.IntN(NumProbes) // every model gets every prompt
+	seed := mrand.Uint64()
+	p.mu.Unlock()
+	c := store.NodeCheck{NodeID: n.ID, Kind: kind, Model: offer.Model}
+	var conclusive bool
+	if !Known(offer.Model) && (n.Selftest || !p.serves(n, offer.Model)) {
+		c.Passed, c.Detail, conclusive = p.referenceFree(ctx, offer, ReferenceFree(seed, offer.Model, offer.ContextLength), kind)
+	} else {
+		c.Passed, c.Detail, conclusive = p.probe(ctx, n, offer, FitProbe(prompt, offer.Model, offer.ContextLength), kind)
+	}
+	c.At = p.cfg.Now()
+	return c, conclusive
+}
+
+// probe sends req to the offer's node and compares the answer with the known answer, or with a
+// reference node's. conclusive is false when no check could be made.
+func (p *Prober) probe(ctx context.Context, n *fleet.Node, offer *fleet.Offer, req *protocol.Request, kind string) (passed bool, detail string, conclusive bool) {
+	if !offer.Acquire() {
+		return false, "", false // busy with buyers' jobs: probe later
+	}
+	got, err := p.run(ctx, offer, req, paid(kind))
+	if err != nil {
+		if ctx.Err() == nil {
+			p.log.Debug("check not made", "node", n.ID, "err", err)
+		}
+		return false, "", false
+	}
+	defer got.settle(-1)
+	if want, tokens, ok := known(req); ok {
+		if !AgreeExact(got.text, want) {
+			if n.Selftest {
+				return false, "unlike the known answer", true
+			}
+			_, sim := Agree(got.text, want)
+			return false, fmt.Sprintf("unlike the known answer (similarity %.2f)", sim), true
+		}
+		return p.claim(got, tokens, want, "the known answer", kind)
+	}
+	ref := p.reference(n, offer)
+	if ref == nil {
+		return false, "", false // no node free to compare with now: probe again later
+	}
+	want, err := p.run(ctx, ref, req, paid(kind)) // reference took ref's slot
+	if err != nil {
+		return false, "", false
+	}
+	want.settle(-1)
+	agree, sim := Agree(got.text, want.text)
+	if !agree {
+		return false, fmt.Sprintf("unlike another node's answer (similarity %.2f)", sim), true
+	}
+	return p.claim(got, want.usage.CompletionTokens, want.text, fmt.Sprintf("like another node's answer (similarity %.2f)", sim), kind)
+}
+
+// claim judges the usage claim of an answer that agreed with a reference (refTokens for its
+// text ref), and settles it: an inflated claim of a paid probe is billed at the reference's
+// count and flagged, and the check passes on its answer; on an onboarding check it fails.
+func (p *Prober) claim(got *reply, refTokens int, ref, like, kind string) (passed bool, detail string, conclusive bool) {
+	expected, inflated := Inflated(got.usage.CompletionTokens, got.text, refTokens, ref)
+	if !inflated {
+		got.settle(-1)
+		return true, like, true
+	}
+	why := fmt.Sprintf("%s, but %d completion tokens claimed where the reference counts %d", like, got.usage.CompletionTokens, expected)
+	if paid(kind) {
+		got.settle(expected)
+		return true, why + ": billed at the reference's count, an over-claim", true
+	}
+	return false, why, true
+}
+
+// referenceFree makes a reference-free check: its tests one after another, each on a slot of
+// its own; it passes when every test passes. conclusive is false when a test could not be
+// made.
+func (p *Prober) referenceFree(ctx context.Context, offer *fleet.Offer, tests []Test, kind string) (passed bool, detail string, conclusive bool) {
+	var did []string
+	for _, t := range tests {
+		if !offer.Acquire() {
+			return false, "", false
+		}
+		got, err := p.run(ctx, offer, t.Request, paid(kind))
+		if err != nil {
+			if ctx.Err() == nil {
+				p.log.Debug("check not made", "node", offer.Node.ID, "err", err)
+			}
+			return false, "", false
+		}
+		text := got.text
+		if strings.TrimSpace(withoutThinking(text)) == "" {
+			text = got.reasoning // a model that answered only in its reasoning
+		}
+		ok, what := t.Judge(text)
+		got.settle(-1)
+		if !ok {
+			return false, fmt.Sprintf("reference-free %s test failed: %s", t.Kind, what), true
+		}
+		did = append(did, what)
+	}
+	return true, "reference-free checks, as no other node serves the model yet: " + strings.Join(did, "; "), true
+}
+
+// serves says whether a node of another provider serves model to buyers: verified or trusted,
+// with the model verified on it.
+func (p *Prober) serves(n *fleet.Node, model string) bool {
+	for _, o := range p.cfg.Fleet.Offers(model) {
+		if p.canReference(n, o) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Prober) canReference(n *fleet.Node, o *fleet.Offer) bool {
+	return o.Node != n && o.Node.AccountID != n.AccountID && o.Live()
+}
+
+// reference is a node of another provider serving the same model to buyers, with a free slot
+// taken: one of the same quantization if any, else one of another (a node cannot escape
+// comparison by naming its quantization uniquely); nil when none is free.
+func (p *Prober) reference(n *fleet.Node, offer *fleet.Offer) *fleet.Offer {
+	offers := p.cfg.Fleet.Offers(offer.Model)
+	for _, sameQuant := range []bool{true, false} {
+		for _, o := range offers {
+			if !p.canReference(n, o) || strings.EqualFold(o.Quantization, offer.Quantization) != sameQuant {
+				continue
+			}
+			if o.Acquire() {
+				return o
+			}
+		}
+	}
+	return nil
+}
