@@ -336,6 +336,7 @@ type provReputation struct {
 	Reasons            []reputation.Reason
 	Checks             []store.NodeCheck
 	ChecksPassed       int
+	Overclaims         int // requests billed at the coordinator's count, below the node's claim
 }
 
 func (c *Console) providerNode(w http.ResponseWriter, r *http.Request) {
@@ -415,7 +416,7 @@ func (c *Console) providerNode(w http.ResponseWriter, r *http.Request) {
 	data.History = c.telemetryCharts(r, now, samples)
 	data.Earnings = c.earningsChart(r, since, now, earnings, id)
 	data.Reputation = provReputation{Level: data.Level, LevelReason: n.LevelReason, LevelChangedAt: n.LevelChangedAt,
-		Score: data.Score, Checks: checks}
+		Score: data.Score, Checks: checks, Overclaims: n.Overclaims}
 	if c.cfg.Reputation != nil {
 		if s, err := c.cfg.Reputation(ctx, id); err == nil {
 			data.Reputation.Score, data.Reputation.Reasons = s.Value, s.Reasons

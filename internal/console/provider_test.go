@@ -432,10 +432,13 @@ func TestProvider_NodePageOffline(t *testing.T) {
 		t.Errorf("#node-status %q: want offline and quarantined", s)
 	}
 	rep := elementText(t, page, "reputation")
-	for _, want := range []string{"failed its onboarding checks", "answers differ from the reference", "0 of the latest 1 passed"} {
+	for _, want := range []string{"failed its onboarding checks", "answers differ from the reference", "0 of the latest 1 passed", "Usage over-claims"} {
 		if !strings.Contains(rep, want) {
 			t.Errorf("#reputation lacks %q: %s", want, rep)
 		}
+	}
+	if s := elementText(t, page, "overclaims"); s != "none" {
+		t.Errorf("#overclaims %q, want none", s)
 	}
 	for _, want := range []string{"RTX 3090", "mon-fri 18:00-23:00", "Asia/Tehran", "llama3.1:8b", "$0.10 / 1M", "Hardware changed"} {
 		if !strings.Contains(page, want) {

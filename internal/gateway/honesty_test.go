@@ -54,6 +54,12 @@ func TestUsage_OverClaimIsNotBilled(t *testing.T) {
 		n, err := env.Store.Node(context.Background(), node)
 		return err == nil && n.Overclaims == 1
 	})
+	// Its provider sees it on the node's record.
+	var rec nodeBody
+	mustGet(t, env.Client(option.WithAPIKey(env.ProviderToken)), "provider/nodes/"+node, &rec)
+	if r := rec.Data.Reputation; r == nil || r.Overclaims != 1 || len(rec.Data.Offers) == 0 || rec.Data.Offers[0].Level != "verified" {
+		t.Errorf("node's record: reputation %+v, offers %+v; want 1 over-claim shown, the model verified", r, rec.Data.Offers)
+	}
 	ledgerSumIsZero(t, env)
 }
 

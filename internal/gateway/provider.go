@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -59,6 +60,9 @@ type OfferInfo struct {
 	Continues     bool   `json:"continues"`
 	InputPrice    usd    `json:"input_price"`
 	OutputPrice   usd    `json:"output_price"`
+	// Level is the model's own level on the node (each model is verified on its own): new,
+	// verified or quarantined. Buyers reach the model only once it and the node are verified.
+	Level string `json:"level"`
 }
 
 // NodeReport is GET /v1/provider/nodes/{id}.
@@ -83,6 +87,9 @@ type NodeReputation struct {
 	Score          float64         `json:"score"` // 0..1
 	Reasons        []ScoreReason   `json:"reasons"`
 	Checks         []NodeCheckInfo `json:"checks"` // newest first
+	// Overclaims counts the requests whose usage the node claimed beyond what the
+	// coordinator counted in what it delivered (they were billed at the count).
+	Overclaims int `json:"overclaims"`
 }
 
 // ScoreReason is one factor of a node's score: its value (1 best), its weight in the score,
@@ -107,7 +114,8 @@ const checksShown = 20
 
 // reputationOf is the node's standing, for its provider.
 func (g *Gateway) reputationOf(ctx context.Context, n *store.Node) (*NodeReputation, error) {
-	r := &NodeReputation{Level: n.Level, LevelReason: n.LevelReason, Score: n.Score, Reasons: []ScoreReason{}, Checks: []NodeCheckInfo{}}
+	r := &NodeReputation{Level: n.Level, LevelReason: n.LevelReason, Score: n.Score, Reasons: []ScoreReason{}, Checks: []NodeCheckInfo{},
+		Overclaims: n.Overclaims}
 	if live := g.cfg.Fleet.Node(n.ID); live != nil {
 		r.Level = live.Level()
 	}
@@ -185,7 +193,7 @@ func (g *Gateway) providerNodes(w http.ResponseWriter, r *http.Request, c *call)
 	}
 	out := make([]NodeInfo, len(nodes))
 	for i, n := range nodes {
-		out[i] = g.nodeInfo(n)
+		out[i] = g.nodeInfo(r.Context(), n)
 	}
 	return writeJSON(w, data[[]NodeInfo]{out})
 }
@@ -234,7 +242,7 @@ func (g *Gateway) providerNode(w http.ResponseWriter, r *http.Request, c *call) 
 	if err != nil {
 		g.log.Warn("node's windows", logNode, id, "err", err)
 	}
-	rep := NodeReport{NodeInfo: g.nodeInfo(n), Since: since.Format(time.DateOnly),
+	rep := NodeReport{NodeInfo: g.nodeInfo(ctx, n), Since: since.Format(time.DateOnly),
 		Sessions: []NodeSessionInfo{}, History: []TelemetryPoint{}, Events: []NodeEventInfo{}}
 	rep.Days, rep.Totals = nodeDays(id, since, now, sessions, counts, earnings, sched)
 	if rep.Reputation, err = g.reputationOf(ctx, n); err != nil {
@@ -260,7 +268,7 @@ func (g *Gateway) providerNode(w http.ResponseWriter, r *http.Request, c *call) 
 }
 
 // nodeInfo is a node as its record says, with its live state when it is connected.
-func (g *Gateway) nodeInfo(n *store.Node) NodeInfo {
+func (g *Gateway) nodeInfo(ctx context.Context, n *store.Node) NodeInfo {
 	info := NodeInfo{ID: n.ID, Name: n.Name, Region: n.Region, Engine: n.Engine, Agent: n.Agent,
 		FirstSeen: rfc3339(n.FirstSeen), LastSeen: rfc3339(n.LastSeen), Hardware: n.Hardware,
 		Fingerprint: n.Fingerprint, Windows: n.Windows, Timezone: n.Timezone, Offers: []OfferInfo{}}
@@ -288,10 +296,22 @@ func (g *Gateway) nodeInfo(n *store.Node) NodeInfo {
 			info.Telemetry, info.TelemetryAt = t, &s
 		}
 	}
+	levels := map[string]string{} // the models' own levels: live, or as last stored
+	if live := g.cfg.Fleet.Node(n.ID); live != nil {
+		for _, o := range live.Offers {
+			levels[o.Model] = o.OwnLevel()
+		}
+	} else if ls, err := g.cfg.Store.OfferLevels(ctx, n.ID); err == nil {
+		for _, l := range ls {
+			levels[l.Model] = l.Level
+		}
+	} else {
+		g.log.Warn("models' levels", logNode, n.ID, "err", err)
+	}
 	for _, o := range offers {
 		info.Offers = append(info.Offers, OfferInfo{Model: o.Model, Quantization: o.Quantization, ContextLength: o.ContextLength,
 			MaxConcurrent: o.MaxConcurrent, Continues: o.Continues,
-			InputPrice: usd(o.InputPrice), OutputPrice: usd(o.OutputPrice)})
+			InputPrice: usd(o.InputPrice), OutputPrice: usd(o.OutputPrice), Level: cmp.Or(levels[o.Model], store.LevelNew)})
 	}
 	return info
 }
