@@ -1,0 +1,168 @@
+package fleet_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/shareai/shareai/internal/meter"
+	"github.com/shareai/shareai/internal/protocol"
+	"github.com/shareai/shareai/internal/store"
+	"github.com/shareai/shareai/internal/testenv"
+)
+
+// serve answers the hostile node's jobs until ctx ends, each with the next of texts, claiming
+// usage(text) tokens.
+func serve(ctx context.Context, h *testenv.Hostile, texts []string, usage func(string) int) {
+	for i := 0; ; i++ {
+		job, err := h.NextJob(ctx)
+		if err != nil {
+			return
+		}
+		text := texts[i%len(texts)]
+		h.Send(ctx, protocol.Frame{Type: protocol.TypeDelta, Job: job.Job, Delta: &protocol.Delta{Text: text, Pieces: 1}},
+			protocol.Frame{Type: protocol.TypeEnd, Job: job.Job, End: &protocol.End{FinishReason: "stop",
+				Usage: protocol.Usage{PromptTokens: 12, CompletionTokens: usage(text)}}})
+	}
+}
+
+// ask sends a buyer's chat request for model, routed to node only, and returns the answer
+// and the completion tokens billed.
+func ask(t *testing.T, env *testenv.Env, model, node string) (string, int) {
+	t.Helper()
+	resp := env.Post("/chat/completions", `{"model":"`+model+`","provider":{"only":["`+node+`"]},"messages":[{"role":"user","content":"Tell me about Paris."}]}`)
+	defer resp.Body.Close()
+	var got struct {
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+		Usage struct {
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != http.StatusOK || len(got.Choices) == 0 {
+		t.Fatalf("request to %s: %d, %v", node, resp.StatusCode, err)
+	}
+	return got.Choices[0].Message.Content, got.Usage.CompletionTokens
+}
+
+// The issue's inflation scenario, from a node of its own: 96 bytes of answer, 97 tokens
+// claimed. Where the model's family is known, the buyer pays at most 10% more than the honest
+// count; elsewhere, once the coordinator has learned the model's tokens per byte from the
+// honest answers of verified nodes, at most 25% more; and the node is flagged every time.
+func TestHostileNode_InflatedClaims(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Providers: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const text = "Paris is the capital of France. It sits on the Seine, and three million people live in the city."
+	if len(text) != 96 {
+		t.Fatalf("the answer is %d bytes, want 96", len(text))
+	}
+	for _, tt := range []struct {
+		model  string
+		honest int     // the tokens an honest node of the model would claim
+		most   float64 // the most the buyer may pay, as a multiple of it
+	}{
+		{"hostile/llama-3.1-8b", meter.Count(meter.Llama3, text), 1.10},
+		{"hostile/mystery-7b", meter.Count(meter.Unknown, text), 1.25}, // a family the meter does not know
+	} {
+		t.Run(tt.model, func(t *testing.T) {
+			if meter.FamilyOf(tt.model) == meter.Unknown {
+				// A verified node serving the model answers honestly first: its tokenizer
+				// makes as many tokens as cl100k's.
+				honest, err := env.DialHostile(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := honest.Register(ctx, honestRegister(tt.model)); err != nil {
+					t.Fatal(err)
+				}
+				corpus := []string{
+					"Rivers carry water from the mountains to the sea, shaping valleys over many thousands of years.",
+					"A good answer is short, clear and honest about what it does not know, and it names its sources.",
+					"Winter mornings in the city are quiet; the first trams run empty, and the bakeries open early.",
+				}
+				go serve(ctx, honest, corpus, func(s string) int { return meter.Count(meter.Unknown, s) })
+				for range 10 {
+					ask(t, env, tt.model, honest.NodeID)
+				}
+			}
+			h, err := env.DialHostile(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.Register(ctx, honestRegister(tt.model)); err != nil {
+				t.Fatal(err)
+			}
+			go serve(ctx, h, []string{text}, func(string) int { return 97 })
+			const requests = 3
+			for range requests {
+				got, billed := ask(t, env, tt.model, h.NodeID)
+				if got != text {
+					t.Fatalf("answer %q, want the node's %q", got, text)
+				}
+				t.Logf("honest %d tokens, claimed 97, billed %d", tt.honest, billed)
+				if float64(billed) > tt.most*float64(tt.honest) {
+					t.Errorf("billed %d completion tokens of an honest %d; want at most %.0f%% more", billed, tt.honest, 100*(tt.most-1))
+				}
+			}
+			testenv.WaitFor(t, "every over-claim recorded", func() bool {
+				n, err := env.Store.Node(ctx, h.NodeID)
+				return err == nil && n.Overclaims == requests
+			})
+		})
+	}
+}
+
+// A node that answers every check with the same text never gets verified, for a model other
+// nodes serve (checked against their answers) or for one nobody does (reference-free checks),
+// and gets no buyer traffic.
+func TestHostileNode_GarbageNeverVerified(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Providers: 1, Onboard: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	h, err := env.DialHostile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Register(ctx, honestRegister("sim/llama-3.1-8b", "hostile/new-model")); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			job, err := h.NextJob(ctx)
+			if err != nil {
+				return
+			}
+			h.Send(ctx, protocol.Frame{Type: protocol.TypeDelta, Job: job.Job, Delta: &protocol.Delta{Text: "hello world", Pieces: 2}},
+				protocol.Frame{Type: protocol.TypeEnd, Job: job.Job, End: &protocol.End{FinishReason: "stop",
+					Usage: protocol.Usage{PromptTokens: 5, CompletionTokens: 2}}})
+		}
+	}()
+	testenv.WaitFor(t, "both models' onboarding checks to fail", func() bool {
+		checks, _ := env.Store.NodeChecks(ctx, h.NodeID, 100)
+		failed := map[string]int{}
+		for _, c := range checks {
+			if c.Passed {
+				t.Fatalf("a garbage answer passed a check: %+v", c)
+			}
+			failed[c.Model]++
+		}
+		return failed["sim/llama-3.1-8b"] >= 3 && failed["hostile/new-model"] >= 3
+	})
+	if n, err := env.Store.Node(ctx, h.NodeID); err != nil || n.Level == store.LevelVerified || n.Level == store.LevelTrusted {
+		t.Errorf("the garbage node's level: %v, %v; want never verified", n, err)
+	}
+	for _, m := range env.Coordinator().Fleet.Models() {
+		if m.ID == "hostile/new-model" {
+			t.Errorf("the garbage node's model is listed: %+v", m)
+		}
+	}
+	resp := env.Post("/chat/completions", `{"model":"hostile/new-model","messages":[{"role":"user","content":"hi"}]}`)
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		t.Error("a buyer's request reached the garbage node")
+	}
+}
