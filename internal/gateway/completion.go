@@ -224,12 +224,12 @@ type try struct {
 	// from and asideFrom are where the current job's answer starts in the relay's State.Text
 	// and State.Aside, for the coordinator's count of its tokens.
 	from, asideFrom int
-	checkpointed    time.Time   // when the request's bill was last checkpointed
+	checkpointed    time.Time // when the request's bill was last checkpointed
 	// prompt is the buyer's request, whose prompt the first node's claim is checked against
 	// (checkPrompt); promptBound is the most tokens it may be billed, -1 until counted.
 	prompt      *protocol.Request
 	promptBound int
-	ended           atomic.Bool // the request has ended: a checkpoint still queued is dropped
+	ended       atomic.Bool // the request has ended: a checkpoint still queued is dropped
 }
 
 // canRetry says whether the request may take another job.
