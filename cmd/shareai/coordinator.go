@@ -75,7 +75,8 @@ then the environment, then these flags; see docs/configuration.md.`); err != nil
 		MaxBodyBytes: cfg.MaxBodyBytes, TLS: tlsCfg,
 		FeeBasisPoints: fee, SettlementDelay: cfg.Money.SettlementDelay, DefaultMaxTokens: cfg.Money.DefaultMaxTokens,
 		StallTimeout: cfg.StallTimeout, ReceiptKey: key, ProbeEvery: cfg.ProbeEvery, TrustNewNodes: cfg.TrustNewNodes,
-		KeyLimits: cfg.Limits.KeyLimits(), MaxTokensLimit: cfg.Limits.MaxTokens,
+		MaxNodesPerAccount: cfg.MaxNodesPerAccount,
+		KeyLimits:          cfg.Limits.KeyLimits(), MaxTokensLimit: cfg.Limits.MaxTokens,
 		TracerProvider: tp,
 	})
 	ln, err := net.Listen("tcp", cfg.Addr)

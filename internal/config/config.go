@@ -134,22 +134,23 @@ func (l *Log) Logger() (*slog.Logger, error) {
 
 // Coordinator configures `shareai coordinator`.
 type Coordinator struct {
-	Config            string // the YAML file read, if any
-	Addr              string
-	DataDir           string
-	DB                string // PostgreSQL URL; empty: SQLite in DataDir
-	TLSCert, TLSKey   string
-	DrainTimeout      time.Duration
-	HeartbeatInterval time.Duration
-	MaxBodyBytes      int64
-	StallTimeout      time.Duration
-	ProbeEvery        time.Duration // mean time between canary probes of a node
-	TrustNewNodes     bool          // skip onboarding checks
-	MetricsAddr       string        // where /metrics is served; empty: nowhere
-	Trace             Trace
-	Money             Money
-	Limits            Limits
-	Log               Log
+	Config             string // the YAML file read, if any
+	Addr               string
+	DataDir            string
+	DB                 string // PostgreSQL URL; empty: SQLite in DataDir
+	TLSCert, TLSKey    string
+	DrainTimeout       time.Duration
+	HeartbeatInterval  time.Duration
+	MaxBodyBytes       int64
+	StallTimeout       time.Duration
+	ProbeEvery         time.Duration // mean time between canary probes of a node
+	TrustNewNodes      bool          // skip onboarding checks
+	MaxNodesPerAccount int           // nodes one provider account may have connected at once
+	MetricsAddr        string        // where /metrics is served; empty: nowhere
+	Trace              Trace
+	Money              Money
+	Limits             Limits
+	Log                Log
 }
 
 // Money is the coordinator's billing configuration.
@@ -267,6 +268,7 @@ func (c *Coordinator) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.StallTimeout, "stall-timeout", 30*time.Second, "the most a node may stay silent mid-answer before another node continues the answer")
 	fs.DurationVar(&c.ProbeEvery, "probe-every", 10*time.Minute, "mean time between two canary probes of a node, at random times; probes are paid from the platform's fees")
 	fs.BoolVar(&c.TrustNewNodes, "trust-new-nodes", false, "let new nodes serve without onboarding checks: only for a private network of your own machines")
+	fs.IntVar(&c.MaxNodesPerAccount, "max-nodes-per-account", 256, "the most nodes one provider account may have connected at once; more are refused")
 	metricsFlag(fs, &c.MetricsAddr)
 	c.Trace.Flags(fs)
 	c.Money.Flags(fs)

@@ -65,6 +65,9 @@ type Config struct {
 	// TrustNewNodes makes new nodes verified without onboarding checks: for a private network
 	// of one's own machines, and tests of misbehaving engines.
 	TrustNewNodes bool
+	// MaxNodesPerAccount bounds the nodes one provider account has connected at once
+	// (fleet.Config); default fleet.DefaultMaxNodesPerAccount.
+	MaxNodesPerAccount int
 	// ReceiptKey is the key the coordinator countersigns jobs' receipts with, which buyers pin
 	// (GET /v1/receipts/key): keep it in a file (keyfile.LoadOrCreate). Nil: a key made for
 	// this run alone, with a warning.
@@ -140,11 +143,12 @@ func New(cfg Config) *Coordinator {
 	}
 	c := &Coordinator{cfg: cfg, log: cfg.Log, Metrics: metrics.NewCoordinator(cfg.Metrics)}
 	c.Fleet = fleet.New(fleet.Config{
-		Store:             cfg.Store,
-		Authenticate:      c.authenticateProvider,
-		HeartbeatInterval: cfg.HeartbeatInterval,
-		RecordInterval:    cfg.RecordInterval,
-		TrustNewNodes:     cfg.TrustNewNodes,
+		Store:              cfg.Store,
+		Authenticate:       c.authenticateProvider,
+		HeartbeatInterval:  cfg.HeartbeatInterval,
+		RecordInterval:     cfg.RecordInterval,
+		TrustNewNodes:      cfg.TrustNewNodes,
+		MaxNodesPerAccount: cfg.MaxNodesPerAccount,
 		Selftest: func(ctx context.Context, n *fleet.Node) *protocol.Selftest {
 			return c.Prober.Selftest(ctx, n) // the prober is made below, before any node connects
 		},

@@ -46,9 +46,17 @@ type Config struct {
 	// TrustNewNodes makes a node verified when it first registers (or its hardware changes),
 	// without onboarding checks: for a private network of one's own machines, and tests.
 	TrustNewNodes bool
-	Log           *slog.Logger
-	Now           func() time.Time // default time.Now
+	// MaxNodesPerAccount bounds the nodes one provider account has connected at once, so that
+	// one provider token cannot flood the fleet (and the prober, and the node records) with
+	// nodes of throwaway keys. Default DefaultMaxNodesPerAccount.
+	MaxNodesPerAccount int
+	Log                *slog.Logger
+	Now                func() time.Time // default time.Now
 }
+
+// DefaultMaxNodesPerAccount is the default of Config.MaxNodesPerAccount: a lab's racks, not
+// a botnet's.
+const DefaultMaxNodesPerAccount = 256
 
 // Fleet is the set of connected nodes.
 type Fleet struct {
@@ -58,6 +66,7 @@ type Fleet struct {
 	mu       sync.RWMutex
 	nodes    map[string]*Node    // by node id
 	byModel  map[string][]*Offer // model → offers of connected nodes
+	accounts map[string]int      // provider account → its nodes connected
 	closed   bool
 	sessions sync.WaitGroup
 	tests    map[*session]bool // selftests running: in no map of nodes, closed by Close too
@@ -78,13 +87,32 @@ func New(cfg Config) *Fleet {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Fleet{
-		cfg:     cfg,
-		log:     cfg.Log,
-		nodes:   make(map[string]*Node),
-		byModel: make(map[string][]*Offer),
-		changed: make(chan struct{}),
+	if cfg.MaxNodesPerAccount <= 0 {
+		cfg.MaxNodesPerAccount = DefaultMaxNodesPerAccount
 	}
+	return &Fleet{
+		cfg:      cfg,
+		log:      cfg.Log,
+		nodes:    make(map[string]*Node),
+		byModel:  make(map[string][]*Offer),
+		accounts: make(map[string]int),
+		changed:  make(chan struct{}),
+	}
+}
+
+// admits refuses a new node of an account that has MaxNodesPerAccount nodes connected
+// already (a node reconnecting replaces itself: it is admitted).
+func (f *Fleet) admits(n *Node) error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.admitsLocked(n)
+}
+
+func (f *Fleet) admitsLocked(n *Node) error {
+	if f.nodes[n.ID] == nil && f.accounts[n.AccountID] >= f.cfg.MaxNodesPerAccount {
+		return refuse("too many nodes for this provider: %d connected", f.cfg.MaxNodesPerAccount)
+	}
+	return nil
 }
 
 // Offers returns the offers of connected nodes for a model, a snapshot the caller may keep.
@@ -242,23 +270,28 @@ func (f *Fleet) Running() int {
 }
 
 // add makes a registered node visible, replacing an older session of the same node.
-func (f *Fleet) add(n *Node) (replaced *Node, ok bool) {
+func (f *Fleet) add(n *Node) (replaced *Node, err error) {
 	f.initOffers(n)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
-		return nil, false
+		return nil, errCoordinatorClosing
+	}
+	if err := f.admitsLocked(n); err != nil {
+		return nil, err
 	}
 	replaced = f.nodes[n.ID]
 	if replaced != nil {
 		f.unindex(replaced)
+	} else {
+		f.accounts[n.AccountID]++
 	}
 	f.nodes[n.ID] = n
 	for _, o := range n.Offers {
 		f.byModel[o.Model] = append(f.byModel[o.Model], o)
 	}
 	f.notify()
-	return replaced, true
+	return replaced, nil
 }
 
 // remove forgets a node if it is still the one registered under its id.
@@ -269,6 +302,9 @@ func (f *Fleet) remove(n *Node) {
 		return
 	}
 	delete(f.nodes, n.ID)
+	if f.accounts[n.AccountID]--; f.accounts[n.AccountID] <= 0 {
+		delete(f.accounts, n.AccountID)
+	}
 	f.unindex(n)
 	f.notify()
 }

@@ -3,9 +3,12 @@ package fleet_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/shareai/shareai/internal/meter"
 	"github.com/shareai/shareai/internal/protocol"
@@ -164,5 +167,46 @@ func TestHostileNode_GarbageNeverVerified(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode == http.StatusOK {
 		t.Error("a buyer's request reached the garbage node")
+	}
+}
+
+// One provider token cannot flood the fleet with nodes of throwaway keys: past its account's
+// limit a node is refused before it is recorded, and a node of the account reconnecting is
+// still taken.
+func TestHostileNode_NodesPerAccount(t *testing.T) {
+	const limit = 3
+	env := testenv.New(t, testenv.Options{Providers: 1, MaxNodesPerAccount: limit})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var nodes []*testenv.Hostile
+	for range limit - 1 { // the network's own agent is the account's first node
+		h, err := env.DialHostile(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.Register(ctx, honestRegister("hostile/many")); err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, h)
+	}
+	h, err := env.DialHostile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.Register(ctx, honestRegister("hostile/many"))
+	checkRefused(ctx, t, env, h, err, websocket.StatusPolicyViolation, "too many nodes for this provider: 3 connected")
+	if _, err := env.Store.Node(ctx, h.NodeID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the refused node was recorded: %v", err)
+	}
+	// A node that leaves makes room.
+	nodes[0].Close()
+	f := env.Coordinator().Fleet
+	testenv.WaitFor(t, "the node gone", func() bool { return f.Node(nodes[0].NodeID) == nil })
+	again, err := env.DialHostile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := again.Register(ctx, honestRegister("hostile/many")); err != nil {
+		t.Errorf("a node refused with room left: %v", err)
 	}
 }

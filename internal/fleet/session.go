@@ -162,10 +162,10 @@ func (s *session) run(ctx context.Context, accountID string) error {
 			f.mu.Unlock()
 		}()
 	} else {
-		replaced, ok := s.fleet.add(node)
-		if !ok {
-			s.close(errCoordinatorClosing)
-			return errCoordinatorClosing
+		replaced, err := s.fleet.add(node)
+		if err != nil {
+			s.close(err)
+			return err
 		}
 		defer s.fleet.remove(node)
 		if replaced != nil {
@@ -234,6 +234,8 @@ func (s *session) handshake(ctx context.Context, accountID string) (*Node, error
 		if err := s.owned(ctx, node); err != nil {
 			return nil, err
 		}
+	} else if err := s.fleet.admits(node); err != nil {
+		return nil, err // before its record: a refused node leaves none
 	} else if err := s.record(ctx, node, reg, now); err != nil {
 		return nil, err
 	}

@@ -44,10 +44,12 @@ type Config struct {
 	ProbeEvery, ScoreEvery, ProbeTick, CheckTimeout time.Duration
 	// TrustNewNodes skips the onboarding checks (coordinator.Config).
 	TrustNewNodes bool
-	DrainTimeout  time.Duration // default 30s
-	KeyCacheTTL   time.Duration // default 10s
-	Region        string        // the agents' region
-	Regions       []string      // if set, agent i's region is Regions[i % len(Regions)]
+	// MaxNodesPerAccount bounds each provider account's connected nodes (coordinator.Config).
+	MaxNodesPerAccount int
+	DrainTimeout       time.Duration // default 30s
+	KeyCacheTTL        time.Duration // default 10s
+	Region             string        // the agents' region
+	Regions            []string      // if set, agent i's region is Regions[i % len(Regions)]
 	// InputPrice and OutputPrice are the agents' ask.
 	InputPrice, OutputPrice money.Price
 	FeeBasisPoints          int           // the platform fee
@@ -236,7 +238,8 @@ func (n *Net) StartCoordinator() error {
 	c := coordinator.New(coordinator.Config{
 		Store: n.Store, Log: n.cfg.Log, HeartbeatInterval: n.cfg.HeartbeatInterval, RecordInterval: n.cfg.RecordInterval,
 		ProbeEvery: n.cfg.ProbeEvery, ScoreEvery: n.cfg.ScoreEvery, ProbeTick: n.cfg.ProbeTick, CheckTimeout: n.cfg.CheckTimeout, TrustNewNodes: n.cfg.TrustNewNodes,
-		DrainTimeout: n.cfg.DrainTimeout, KeyCacheTTL: n.cfg.KeyCacheTTL,
+		MaxNodesPerAccount: n.cfg.MaxNodesPerAccount,
+		DrainTimeout:       n.cfg.DrainTimeout, KeyCacheTTL: n.cfg.KeyCacheTTL,
 		FeeBasisPoints: n.cfg.FeeBasisPoints, SettlementDelay: n.cfg.SettlementDelay, DefaultMaxTokens: n.cfg.DefaultMaxTokens,
 		StallTimeout: n.cfg.StallTimeout, ReceiptKey: n.receiptKey, TracerProvider: n.cfg.TracerProvider,
 		KeyLimits: n.cfg.KeyLimits, MaxTokensLimit: n.cfg.MaxTokensLimit,

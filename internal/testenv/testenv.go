@@ -43,6 +43,9 @@ type Options struct {
 	// ProbeEvery is the mean time between canary probes of a node; default the coordinator's
 	// (10 minutes: none in a short test).
 	ProbeEvery time.Duration
+	// MaxNodesPerAccount bounds each provider account's connected nodes; default the
+	// coordinator's.
+	MaxNodesPerAccount int
 	// ScoreEvery is how often the nodes' reputation scores are recomputed; default 100ms. A
 	// test that sets scores itself (fleet.Node.SetScore) makes it long.
 	ScoreEvery time.Duration
@@ -110,7 +113,7 @@ func New(t testing.TB, opts Options) *Env {
 		HeartbeatInterval: opts.HeartbeatInterval, KeyCacheTTL: opts.KeyCacheTTL, Regions: opts.Regions, StallTimeout: opts.StallTimeout, Chaos: opts.Chaos, Healthy: opts.Healthy, Agent: opts.Agent,
 		DrainTimeout: opts.DrainTimeout, RecordInterval: 100 * time.Millisecond, Log: logs.Logger,
 		ProbeEvery: opts.ProbeEvery, ScoreEvery: opts.ScoreEvery, ProbeTick: 10 * time.Millisecond, CheckTimeout: 30 * time.Second,
-		TrustNewNodes: !opts.Onboard, KeyLimits: opts.KeyLimits, MaxTokensLimit: opts.MaxTokensLimit,
+		TrustNewNodes: !opts.Onboard, MaxNodesPerAccount: opts.MaxNodesPerAccount, KeyLimits: opts.KeyLimits, MaxTokensLimit: opts.MaxTokensLimit,
 		Credit: opts.Credit, InputPrice: opts.InputPrice, OutputPrice: opts.OutputPrice, FeeBasisPoints: opts.FeeBasisPoints,
 		TracerProvider: opts.TracerProvider,
 	})
