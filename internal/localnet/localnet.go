@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/shareai/shareai/internal/coordinator"
 	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/engine/sim"
+	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/store"
@@ -342,12 +344,12 @@ func (n *Net) waitVerified(ctx context.Context) error {
 			if node != nil && node.Paused() != "" {
 				continue // checked once it takes jobs
 			}
-			if node == nil || node.Level() == store.LevelNew {
-				waiting++
+			if node == nil || node.Level() == store.LevelNew || slices.ContainsFunc(node.Offers, func(o *fleet.Offer) bool { return o.OwnLevel() == store.LevelNew }) {
+				waiting++ // each model is verified on its own
 			}
 		}
 		if waiting == 0 && n.Coordinator().Fleet.Running() == 0 {
-			return nil // verified, and the checks of other models are done too
+			return nil // every model verified, and no check still running
 		}
 		if time.Now().After(deadline) {
 			// A node whose checks cannot be made (its engine fails) stays unverified: start
