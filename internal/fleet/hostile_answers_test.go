@@ -210,3 +210,37 @@ func TestHostileNode_NodesPerAccount(t *testing.T) {
 		t.Errorf("a node refused with room left: %v", err)
 	}
 }
+
+// A node that answers a job with a "cancelled" end before anything else (only the coordinator
+// cancels jobs) is a node refusing the request: the buyer gets an error, and the request's
+// hold is closed at once, not left open until a restart.
+func TestHostileNode_CancelledAtOnce(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Providers: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := env.DialHostile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Register(ctx, honestRegister("hostile/cancels")); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			job, err := h.NextJob(ctx)
+			if err != nil {
+				return
+			}
+			h.Send(ctx, protocol.Frame{Type: protocol.TypeEnd, Job: job.Job, End: &protocol.End{FinishReason: protocol.FinishCancelled}})
+		}
+	}()
+	resp := env.Post("/chat/completions", `{"model":"hostile/cancels","messages":[{"role":"user","content":"hi"}]}`)
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		t.Errorf("status %d; want an error", resp.StatusCode)
+	}
+	testenv.WaitFor(t, "the hold closed", func() bool {
+		hs, err := env.Store.OpenHolds(ctx)
+		return err == nil && len(hs) == 0
+	})
+}

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/engine/sim"
 	"github.com/shareai/shareai/internal/meter"
 	"github.com/shareai/shareai/internal/testenv"
@@ -101,5 +104,27 @@ func TestBilling_CheckpointAtFirstToken(t *testing.T) {
 		t.Fatal("the stream ended before its third chunk")
 	}
 	env.WaitFor("the stream to be settled", func() bool { return balance(t, env).Held == 0 })
+	ledgerSumIsZero(t, env)
+}
+
+// An answer not streamed that fails with no node to finish it reaches its buyer as an error
+// only: it costs nothing, and its hold is closed.
+func TestBilling_NonStreamedFailureCostsNothing(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Providers: 1, NewEngine: func(int) (engine.Engine, error) {
+		return failsMidAnswer{sim.New(sim.Config{})}, nil
+	}})
+	client := env.Client()
+	var resp *http.Response
+	_, err := client.Chat.Completions.New(context.Background(), chatParams("A whole answer, please.", 5), option.WithResponseInto(&resp))
+	if err == nil || resp == nil || resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("err %v; want a 502", err)
+	}
+	env.WaitFor("the request to be settled", func() bool { return balance(t, env).Held == 0 })
+	if b := balance(t, env); b.Spent != 0 {
+		t.Errorf("buyer spent %s on an answer it never got", b.Spent)
+	}
+	if g := generation(t, env, resp.Header.Get("X-Request-Id")); g.CostUSD != "0" || g.TokensCompletion != 0 || g.Outcome != "error" {
+		t.Errorf("generation %+v; want an error that cost nothing", g)
+	}
 	ledgerSumIsZero(t, env)
 }

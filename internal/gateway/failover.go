@@ -44,13 +44,19 @@ func continuation(req *protocol.Request, text string) *protocol.Request {
 	return &c
 }
 
-// fail ends an answer that started but cannot be finished, and bills what was delivered.
+// fail ends an answer that started but cannot be finished, and bills what was delivered: a
+// stream's text so far; nothing of an answer not streamed, whose buyer gets only the error
+// (the nodes that failed it are not paid either).
 func (g *Gateway) fail(c *call, t *try, sink relay.Sink, u *store.Usage, err error) error {
 	if werr := sink.Fail(err); werr == nil {
 		sink.Flush()
 	}
 	u.Outcome, u.Error, u.Duration = store.OutcomeError, err.Error(), g.cfg.Now().Sub(c.start)
-	bill := g.cfg.Ledger.Price(c.id, t.bounds, t.parts)
+	parts := t.parts
+	if !u.Stream {
+		parts = nil
+	}
+	bill := g.cfg.Ledger.Price(c.id, t.bounds, parts)
 	u.PromptTokens, u.CompletionTokens = bill.PromptTokens, bill.CompletionTokens
 	t.billed = bill.PromptTokens + bill.CompletionTokens
 	g.keepReceipts(c, t, bill, u) // then settles

@@ -210,8 +210,12 @@ func end(sink Sink, e *protocol.End, res Result, st *State, bill Biller) Result 
 		res.Outcome, res.Err = Failed, e.Error
 		return res
 	case e.FinishReason == protocol.FinishCancelled:
-		// Only the coordinator cancels jobs, and it stops reading when it does.
+		// Only the coordinator cancels jobs, and it stops reading when it does: a node that
+		// says so on its own failed (before the answer started: refused).
 		res.Outcome, res.Err = Failed, errors.New("node cancelled the job")
+		if !st.Started {
+			res.Outcome = Refused
+		}
 		return res
 	}
 	res.FinishReason = e.FinishReason
