@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -316,5 +317,48 @@ func TestSetCap_Concurrent(t *testing.T) {
 			f.checkSpend(t, s, store.Daily, capNow, total, 0)
 		}
 		f.checkSum(t)
+	})
+}
+
+// Checkpoints and settlements of the same holds, committed at the same time in batches of any
+// order, never deadlock (PostgreSQL would abort one of them), and every settlement commits.
+func TestCheckpointHolds_WithSettlements(t *testing.T) {
+	sqlstore.ForEachDB(t, func(t *testing.T, db *sqlstore.DB) {
+		f := newCapFixture(t, db)
+		ctx := context.Background()
+		const rounds, holds = 40, 8
+		for r := range rounds {
+			var cps, settles []*store.Settlement
+			for i := range holds {
+				id := fmt.Sprintf("r%d-%d", r, i)
+				if err := f.hold(f.key, id, cents(1), capNow); err != nil {
+					t.Fatal(err)
+				}
+				cps = append(cps, &store.Settlement{RequestID: id, Debit: cents(1) / 2, At: capNow})
+				settles = append(settles, &store.Settlement{RequestID: id, Debit: cents(1) / 4, At: capNow, ReleaseAt: capNow,
+					Parts: []store.Part{{NodeID: "node_1", ProviderID: "acct_provider", Earned: cents(1) / 4}}})
+			}
+			slices.Reverse(cps)
+			var wg sync.WaitGroup
+			var cpErr error
+			var errs []error
+			wg.Go(func() { cpErr = db.CheckpointHolds(ctx, cps) })
+			wg.Go(func() { errs = db.Settle(ctx, settles) })
+			wg.Wait()
+			if cpErr != nil {
+				t.Fatalf("round %d: checkpoints: %v", r, cpErr)
+			}
+			for i, err := range errs {
+				if err != nil {
+					t.Fatalf("round %d: settle %s: %v", r, settles[i].RequestID, err)
+				}
+			}
+		}
+		if hs, err := db.OpenHolds(ctx); err != nil || len(hs) != 0 {
+			t.Errorf("open holds %d, %v; want none", len(hs), err)
+		}
+		if sum, _ := db.LedgerSum(ctx); sum != 0 {
+			t.Errorf("ledger sum %d, want 0", sum)
+		}
 	})
 }

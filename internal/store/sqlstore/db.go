@@ -203,6 +203,26 @@ func (db *DB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return err
 }
 
+// writeRetrying is write for a transaction that may lose to another in a deadlock, or a
+// serialization failure, on PostgreSQL: it is run again, up to three times in all. fn must
+// leave nothing behind that a second run would add to.
+func (db *DB) writeRetrying(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	var err error
+	for range 3 {
+		if err = db.write(ctx, fn); !retryable(err) {
+			return err
+		}
+	}
+	return err
+}
+
+// retryable says whether err is a PostgreSQL deadlock or serialization failure, which the
+// database resolved by aborting this transaction.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+}
+
 // dbError gives err the store's meaning: a UNIQUE or PRIMARY KEY violation is
 // [store.ErrConflict], a FOREIGN KEY violation is [store.ErrNotFound] (of what the row refers
 // to), anything else is itself. The result keeps err in its chain.

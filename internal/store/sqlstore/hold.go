@@ -208,7 +208,7 @@ type openHold struct {
 // Settle closes holds in one transaction.
 func (db *DB) Settle(ctx context.Context, batch []*store.Settlement) []error {
 	errs := make([]error, len(batch))
-	err := db.write(ctx, func(tx *sql.Tx) error {
+	err := db.writeRetrying(ctx, func(tx *sql.Tx) error {
 		clear(errs)
 		return db.settle(ctx, tx, batch, errs)
 	})
@@ -225,8 +225,9 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 	for i, s := range batch {
 		ids[i] = s.RequestID
 	}
+	slices.Sort(ids) // holds are locked in the order of their ids, as checkpoints lock them
 	holds := map[string]*openHold{}
-	err := db.inChunks(ctx, tx, `SELECT request_id, account_id, amount, windows, status FROM holds WHERE request_id IN `, db.forUpdate(), nil, ids,
+	err := db.inChunks(ctx, tx, `SELECT request_id, account_id, amount, windows, status FROM holds WHERE request_id IN `, ` ORDER BY request_id`+db.forUpdate(), nil, ids,
 		func(r *sql.Rows) error {
 			var id string
 			var h openHold

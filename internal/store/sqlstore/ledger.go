@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -122,18 +124,21 @@ WHERE status = 'open' ORDER BY created_at`))
 }
 
 // CheckpointHolds records the bills of what open requests have delivered so far.
+// The holds are updated in the order of their ids, the order settlements lock them in, so that
+// a batch of checkpoints and one of settlements never wait for each other in a cycle.
 func (db *DB) CheckpointHolds(ctx context.Context, batch []*store.Settlement) error {
-	cps := make([]string, len(batch))
-	for i, s := range batch {
+	latest := map[string]string{} // a request's last checkpoint in the batch says the most
+	for _, s := range batch {
 		b, err := json.Marshal(s)
 		if err != nil {
 			return err
 		}
-		cps[i] = string(b)
+		latest[s.RequestID] = string(b)
 	}
-	err := db.write(ctx, func(tx *sql.Tx) error {
-		for i, s := range batch {
-			if _, err := db.txExec(ctx, tx, `UPDATE holds SET checkpoint = ? WHERE request_id = ? AND status = 'open'`, cps[i], s.RequestID); err != nil {
+	ids := slices.Sorted(maps.Keys(latest))
+	err := db.writeRetrying(ctx, func(tx *sql.Tx) error {
+		for _, id := range ids {
+			if _, err := db.txExec(ctx, tx, `UPDATE holds SET checkpoint = ? WHERE request_id = ? AND status = 'open'`, latest[id], id); err != nil {
 				return err
 			}
 		}
