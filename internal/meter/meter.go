@@ -88,8 +88,9 @@ var (
 )
 
 // chunk bounds the text handed to the library's tokenizer at once, so that no answer, however
-// built, makes its regular expression backtrack over more than this.
-const chunk = 4 << 10
+// built, makes its work (which grows with the square of a piece's length) large: text is cut
+// before a word where it can be, which its split rules cut too.
+const chunk = 256
 
 // Count returns the tokens of text in the family's tokenizer; for Unknown, in cl100k_base.
 func Count(f Family, text string) int {

@@ -136,8 +136,8 @@ func contraction(s string) int {
 	return 0
 }
 
-// pieceCache remembers the token counts of short pieces. It forgets them all when it holds
-// too many, which bounds its memory (about 10 MB) whatever the answers hold.
+// pieceCache remembers the token counts of pieces. It forgets them all when it holds too
+// many, which bounds its memory (about 16 MB) whatever the answers hold.
 type pieceCache struct {
 	m sync.Map // piece → count
 	n atomic.Int64
@@ -146,16 +146,33 @@ type pieceCache struct {
 var pieces pieceCache
 
 const (
-	maxCachedPiece = 32      // bytes: longer pieces are rare and counted each time
-	maxCached      = 1 << 17 // pieces
+	maxPiece  = 64      // bytes: the most handed to the library at once (maxCachedPiece too)
+	maxCached = 1 << 17 // pieces
 )
 
+// count counts a piece's tokens. A piece longer than maxPiece (a run of white space, a long
+// word, base64) is counted in parts of at most maxPiece bytes, cut between characters, at most
+// a token more a part: the library's work grows with the square of a piece's length (a
+// megabyte of " \n" would take minutes).
 func (c *pieceCache) count(p string) int {
+	n := 0
+	for len(p) > maxPiece {
+		cut := maxPiece
+		for cut > maxPiece-utf8.UTFMax && !utf8.RuneStart(p[cut]) {
+			cut-- // between characters, unless these are not UTF-8
+		}
+		n += c.count1(p[:cut])
+		p = p[cut:]
+	}
+	return n + c.count1(p)
+}
+
+func (c *pieceCache) count1(p string) int {
 	if v, ok := c.m.Load(p); ok {
 		return v.(int)
 	}
 	n, _ := cl100k().Count(p)
-	if len(p) <= maxCachedPiece {
+	if len(p) <= maxPiece {
 		if c.n.Add(1) > maxCached {
 			c.m.Clear()
 			c.n.Store(0)
