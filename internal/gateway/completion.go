@@ -16,7 +16,6 @@ import (
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/ledger"
 	"github.com/shareai/shareai/internal/matcher"
-	"github.com/shareai/shareai/internal/meter"
 	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/relay"
@@ -195,7 +194,9 @@ func (g *Gateway) newTry(r *http.Request, c *call, req *protocol.Request, rt api
 		sessionKey:  session,
 		session:     g.affinity.get(session),
 		prompt:      req,
+		promptWords: -1,
 		promptBound: -1,
+		stopBound:   -1,
 	}, nil
 }
 
@@ -225,11 +226,15 @@ type try struct {
 	// and State.Aside, for the coordinator's count of its tokens.
 	from, asideFrom int
 	checkpointed    time.Time // when the request's bill was last checkpointed
-	// prompt is the buyer's request, whose prompt the first node's claim is checked against
-	// (checkPrompt); promptBound is the most tokens it may be billed, -1 until counted.
-	prompt      *protocol.Request
-	promptBound int
-	ended       atomic.Bool // the request has ended: a checkpoint still queued is dropped
+	// prompt is the buyer's request, whose prompt nodes' claims are checked against
+	// (checkPrompt): promptWords is its words with a template's slack, promptBound the most
+	// tokens it may be billed, and stopBound its longest stop string's tokens, each -1 until
+	// counted; promptText is what is counted, promptMedia whether it holds images or audio.
+	prompt                              *protocol.Request
+	promptWords, promptBound, stopBound int
+	promptText                          promptText
+	promptMedia                         bool
+	ended                               atomic.Bool // the request has ended: a checkpoint still queued is dropped
 }
 
 // canRetry says whether the request may take another job.
@@ -256,80 +261,60 @@ func newSink(w http.ResponseWriter, c *call, req *protocol.Request, stream bool,
 }
 
 // work is what the node of a job did: the usage it claims, its completion bounded by the
-// coordinator's count of the answer it delivered (meter.Check). A claim over that count is cut
-// down to it; when the job ended whole (complete), the node is flagged for it too: a job cut
-// short may have generated tokens that never reached the buyer, and they are not billed, but
-// they are no sign of a dishonest node. A completion the node never reported is its pieces,
-// or else the count.
+// coordinator's count of the answer it delivered and its prompt by the count of the prompt
+// (meter.Check, checkPrompt). A claim over a count is cut down to it; when the job ended
+// whole (complete) and the claim is well over, the node is flagged too: a job cut short may
+// have generated tokens that never reached the buyer, and they are not billed, but they are
+// no sign of a dishonest node. A completion the node never reported is its pieces, or else
+// the count.
 func (g *Gateway) work(t *try, st *relay.State, job *fleet.Job, used protocol.Usage, pieces, delivered int, complete bool) ledger.Work {
-	n := job.Offer.Node
+	n, model := job.Offer.Node, job.Offer.Model
 	w := ledger.Work{NodeID: n.ID, ProviderID: n.AccountID, Ask: t.ask,
 		PromptTokens: used.PromptTokens, CompletionTokens: used.CompletionTokens, DeliveredBytes: delivered}
-	text, special := st.Text.String()[t.from:], 1 // an engine may count its end-of-text token
-	if aside := st.Aside.String()[t.asideFrom:]; aside != "" {
-		text += "\n" + aside
-		special = 8 // the tags around reasoning and tool calls
+	text, aside := st.Text.String()[t.from:], st.Aside.String()[t.asideFrom:]
+	special := 1 + t.stopTokens(g, model) // an end-of-text token, or the stop string matched
+	if aside != "" {
+		special += 8 // the tags around reasoning and tool calls
 	}
 	if w.CompletionTokens <= 0 && delivered > 0 {
 		w.CompletionTokens = pieces
 		if pieces <= 0 {
-			w.CompletionTokens = g.meter.Bound(job.Offer.Model, text)
+			w.CompletionTokens = g.meter.Bound(model, text) + g.meter.Bound(model, aside)
 		}
 	}
 	claim := w.CompletionTokens
-	var over bool
-	w.CompletionTokens, over = g.meter.Check(job.Offer.Model, claim, text, special)
-	if len(t.parts) == 0 { // the first node's prompt, which the buyer pays
-		var pover bool
-		w.PromptTokens, pover = g.checkPrompt(t, job.Offer.Model, w.PromptTokens)
-		over = over || pover
+	v := g.meter.Check(model, claim, special, text, aside)
+	w.CompletionTokens = v.Billed
+	// The prompt: the first node's, which the buyer pays, or a continuing node's, which also
+	// read the answer so far (the platform pays that).
+	extra := 0
+	if len(t.parts) > 0 {
+		extra = promptPerMessage
+		for _, p := range t.parts {
+			extra += p.CompletionTokens
+		}
 	}
-	w.Overclaimed = over && complete
-	if complete && !over && trusted(n.Level()) {
+	pv := g.checkPrompt(t, model, w.PromptTokens, extra)
+	w.PromptTokens = pv.Billed
+	w.Overclaimed = complete && (v.Inflated || pv.Inflated)
+	if complete && !v.Clamped && !pv.Clamped && trusted(n.Level()) && aside == "" {
 		// An honest answer of a verified node teaches the meter the model's ratio, where its
 		// family's tokenizer is unknown.
-		g.meter.Learn(job.Offer.Model, claim, text)
+		g.meter.Learn(model, n.AccountID, claim, text)
 	}
 	return w
 }
 
-// promptSlack is what a chat template may add to a prompt beyond the JSON of its messages
-// (whose keys and quotes outweigh the template's markers around each): a default system
-// prompt, the date Llama 3.1 states. Tools get more: templates explain how to call them.
-const (
-	promptSlack      = 64
-	promptSlackTools = 256
-)
-
-// checkPrompt returns the prompt tokens to bill for the first node's claim, and whether the
-// claim was above the most a node may bill for the request: the meter's count of its
-// messages (as JSON) or prompt and of its tools, with the slack of a chat template. A claim
-// within the prompt's words and the slack (every honest claim of the simulated engine) needs
-// no count; the count is made once a request.
-func (g *Gateway) checkPrompt(t *try, model string, claim int) (int, bool) {
-	req := t.prompt
-	parts := [...]string{string(req.Messages), req.Prompt, string(req.Tools)}
-	slack := promptSlack
-	if len(req.Tools) > 0 {
-		slack = promptSlackTools
-	}
-	if t.promptBound < 0 {
-		words := slack
-		for _, p := range parts {
-			words += meter.Words(p)
-		}
-		if claim <= words {
-			return claim, false
-		}
-		t.promptBound = slack
-		for _, p := range parts {
-			t.promptBound += g.meter.Bound(model, p)
+// stopTokens is the most tokens of one of the request's stop strings: an engine that stops
+// on one counts its tokens, which are not delivered.
+func (t *try) stopTokens(g *Gateway, model string) int {
+	if t.stopBound < 0 {
+		t.stopBound = 0
+		for _, s := range t.prompt.Stop {
+			t.stopBound = max(t.stopBound, g.meter.Bound(model, s))
 		}
 	}
-	if claim > t.promptBound {
-		return t.promptBound, true
-	}
-	return claim, false
+	return t.stopBound
 }
 
 // trusted says whether a node of a level (store.Level*) has passed verification.

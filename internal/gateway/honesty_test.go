@@ -2,6 +2,8 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -98,4 +100,49 @@ func TestUsage_PromptOverClaimIsNotBilled(t *testing.T) {
 		return err == nil && n.Overclaims == 1
 	})
 	ledgerSumIsZero(t, env)
+}
+
+// claimsPrompt claims a fixed number of prompt tokens.
+type claimsPrompt struct {
+	*sim.Engine
+	n int
+}
+
+func (e claimsPrompt) Run(ctx context.Context, req *protocol.Request, out engine.Output) (engine.Result, error) {
+	res, err := e.Engine.Run(ctx, req, out)
+	res.Usage.PromptTokens = e.n
+	return res, err
+}
+
+// A prompt sent with its text escaped (as Python's json.dumps sends non-ASCII: "\u4e2d") is
+// counted as the text the model reads, not as its escapes, which hold several times the
+// tokens: a claim of the escapes' tokens is cut down and flagged.
+func TestUsage_EscapedPromptCountedAsText(t *testing.T) {
+	text := strings.Repeat("中文的提示，模型读到的是字符。", 30)
+	var escaped strings.Builder
+	for _, r := range text {
+		fmt.Fprintf(&escaped, `\u%04x`, r)
+	}
+	body := `{"model":"` + model + `","messages":[{"role":"user","content":"` + escaped.String() + `"}]}`
+	claim := meter.Count(meter.FamilyOf(model), escaped.String())
+	env := testenv.New(t, testenv.Options{Providers: 1, NewEngine: func(int) (engine.Engine, error) {
+		return claimsPrompt{sim.New(sim.Config{}), claim}, nil
+	}})
+	resp := env.Post("/chat/completions", body)
+	var got struct {
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+		} `json:"usage"`
+	}
+	json.NewDecoder(resp.Body).Decode(&got)
+	resp.Body.Close()
+	honest := meter.Count(meter.FamilyOf(model), text)
+	if resp.StatusCode != 200 || got.Usage.PromptTokens > honest+80 {
+		t.Errorf("status %d, billed %d prompt tokens of a claim of %d; want at most the text's %d and a template's slack", resp.StatusCode, got.Usage.PromptTokens, claim, honest)
+	}
+	node := resp.Header.Get("X-Shareai-Node")
+	env.WaitFor("the over-claim to be recorded", func() bool {
+		n, err := env.Store.Node(context.Background(), node)
+		return err == nil && n.Overclaims == 1
+	})
 }

@@ -171,89 +171,138 @@ func Words(text string) int {
 // cl100k count, until the meter has learned the model's own ratio.
 const DefaultRatio = 1.25
 
-// Learning the ratio of a model of unknown family: from the first minSamples honest claims of
-// verified nodes, then one in learnEvery (each costs a count), over the last len(ratios.ring).
-// The bound is the median ratio with a margin, within [1, maxRatio]: the median, so that a few
-// verified nodes inflating their claims do not move it.
+// Learning the ratio of a model of unknown family: from each provider's first minSamples
+// honest claims of verified nodes, then one in learnEvery (each costs a count), over its last
+// len(samples.ring). A provider's ratio is the median of its samples; the model's is the
+// lowest of its providers' (all honest nodes of a model share its tokenizer, and the lowest
+// is the buyers' side), with a margin, within [1, maxRatio]. With a single provider known, it
+// stays at most DefaultRatio: one provider alone cannot raise its own bound.
 const (
-	minSamples = 8
-	learnEvery = 16
-	margin     = 1.1
-	maxRatio   = 2.5
-	maxModels  = 4096 // models whose ratio is learned; others keep the default
+	minSamples   = 8
+	learnEvery   = 16
+	margin       = 1.1
+	maxRatio     = 2.5
+	maxModels    = 4096 // models whose ratio is learned; others keep the default
+	maxProviders = 64   // providers learned from per model
+)
+
+// Flagging: a claim above the bound is billed at the bound, and the node is flagged (its
+// over-claims count against its reputation) when the claim exceeds the bound by more than
+// flagMargin and flagSlack tokens too: what a tokenizer the meter only approximates may count
+// beyond it (images, a template's tags) is cut from the bill, not held against the node.
+const (
+	flagMargin = 1.1
+	flagSlack  = 2
 )
 
 // Meter checks usage claims against the text a node delivered. It is safe for concurrent use.
 type Meter struct {
 	mu     sync.Mutex
-	ratios map[string]*ratios // by model, for models of unknown family
+	models map[string]*model // by model name, for models of unknown family
 }
 
-type ratios struct {
-	seen  int // claims offered to Learn
-	ring  [64]float64
-	n     int // samples in ring
-	next  int
-	bound float64 // the ratio bounds use; 0 until minSamples
+type model struct {
+	providers map[string]*samples
+	ratio     float64 // the ratio bounds use; 0 until a provider has minSamples
+}
+
+type samples struct {
+	seen int // claims offered to Learn
+	ring [16]float64
+	n    int // samples in ring
+	next int
+}
+
+func (s *samples) median() float64 {
+	xs := slices.Clone(s.ring[:s.n])
+	slices.Sort(xs)
+	return xs[len(xs)/2]
 }
 
 // New returns a meter that knows no ratio yet.
-func New() *Meter { return &Meter{ratios: map[string]*ratios{}} }
+func New() *Meter { return &Meter{models: map[string]*model{}} }
 
-// Check returns the completion tokens to bill for a claim of a node serving model that
-// delivered text, and whether the claim was above the meter's bound and cut down to it.
-// special is how many tokens beyond the text an engine may count: the end-of-text token, the
-// tags around reasoning or tool calls.
-func (m *Meter) Check(model string, claim int, text string, special int) (billed int, over bool) {
-	if claim <= Words(text)+special {
-		return claim, false
+// Verdict is the meter's judgement of a usage claim.
+type Verdict struct {
+	Billed   int  // the tokens to bill: the claim, or the bound below it
+	Clamped  bool // the claim was above the bound
+	Inflated bool // ... and above it by more than an approximate count explains: flag the node
+}
+
+// Check judges a claim of completion tokens by a node serving model that delivered texts
+// (its answer's text, reasoning and tool calls). special is how many tokens beyond the texts
+// an engine may count: the end-of-text token, the tags around reasoning or tool calls, a stop
+// string; the family may add its own (gpt-oss's harmony format).
+func (m *Meter) Check(modelName string, claim, special int, texts ...string) Verdict {
+	if FamilyOf(modelName) == GPTOSS {
+		special += 16 // harmony's channel and message tags
 	}
-	if b := m.Bound(model, text) + special; claim > b {
-		return b, true
+	words := special
+	for _, t := range texts {
+		words += Words(t)
 	}
-	return claim, false
+	if claim <= words {
+		return Verdict{Billed: claim}
+	}
+	bound := special
+	for _, t := range texts {
+		bound += m.Bound(modelName, t)
+	}
+	if claim <= bound {
+		return Verdict{Billed: claim}
+	}
+	return Verdict{Billed: bound, Clamped: true, Inflated: float64(claim) > float64(bound)*flagMargin+flagSlack}
 }
 
 // Bound is the most tokens text can hold for a model: its family tokenizer's count, or the
 // cl100k count times the model's ratio.
-func (m *Meter) Bound(model, text string) int {
-	f := FamilyOf(model)
+func (m *Meter) Bound(modelName, text string) int {
+	f := FamilyOf(modelName)
 	n := Count(f, text)
-	if f != Unknown {
+	if f != Unknown || n == 0 {
 		return n
 	}
-	return int(float64(n)*m.Ratio(model) + 0.999)
+	return int(float64(n)*m.Ratio(modelName) + 0.999)
 }
 
 // Ratio returns the multiple of the cl100k count that bounds a model of unknown family.
-func (m *Meter) Ratio(model string) float64 {
+func (m *Meter) Ratio(modelName string) float64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if r := m.ratios[model]; r != nil && r.bound > 0 {
-		return r.bound
+	if md := m.models[modelName]; md != nil && md.ratio > 0 {
+		return md.ratio
 	}
 	return DefaultRatio
 }
 
-// Learn records the claim of a verified node serving model, for text it delivered and that
-// was billed as claimed. It learns only for models of unknown family, and samples: most calls
-// return at once.
-func (m *Meter) Learn(model string, claim int, text string) {
-	if FamilyOf(model) != Unknown || claim <= 0 {
+// Learn records the claim of a verified node of provider serving model, for text it
+// delivered and that was billed as claimed. It learns only for models of unknown family, and
+// samples: most calls return at once.
+func (m *Meter) Learn(modelName, provider string, claim int, text string) {
+	if FamilyOf(modelName) != Unknown || claim <= 0 {
 		return
 	}
 	m.mu.Lock()
-	r := m.ratios[model]
-	if r == nil {
-		if len(m.ratios) >= maxModels {
+	md := m.models[modelName]
+	if md == nil {
+		if len(m.models) >= maxModels {
 			m.mu.Unlock()
 			return
 		}
-		r = &ratios{}
-		m.ratios[model] = r
+		md = &model{providers: map[string]*samples{}}
+		m.models[modelName] = md
 	}
-	r.seen++
-	sample := r.seen <= minSamples || r.seen%learnEvery == 0
+	p := md.providers[provider]
+	if p == nil {
+		if len(md.providers) >= maxProviders {
+			m.mu.Unlock()
+			return
+		}
+		p = &samples{}
+		md.providers[provider] = p
+	}
+	p.seen++
+	sample := p.seen <= minSamples || p.seen%learnEvery == 0
 	m.mu.Unlock()
 	if !sample {
 		return
@@ -268,12 +317,25 @@ func (m *Meter) Learn(model string, claim int, text string) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r.ring[r.next] = x
-	r.next = (r.next + 1) % len(r.ring)
-	r.n = min(r.n+1, len(r.ring))
-	if r.n >= minSamples {
-		xs := slices.Clone(r.ring[:r.n])
-		slices.Sort(xs)
-		r.bound = min(max(xs[len(xs)/2]*margin, 1), maxRatio)
+	p.ring[p.next] = x
+	p.next = (p.next + 1) % len(p.ring)
+	p.n = min(p.n+1, len(p.ring))
+	md.ratio = 0
+	known := 0
+	for _, q := range md.providers {
+		if q.n < minSamples {
+			continue
+		}
+		known++
+		if r := q.median(); md.ratio == 0 || r < md.ratio {
+			md.ratio = r
+		}
+	}
+	if known == 0 {
+		return
+	}
+	md.ratio = min(max(md.ratio*margin, 1), maxRatio)
+	if known == 1 {
+		md.ratio = min(md.ratio, DefaultRatio)
 	}
 }

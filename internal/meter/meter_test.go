@@ -132,8 +132,8 @@ func TestCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, over := m.Check(tt.model, tt.claim, text, 1)
-			if got != tt.wantBill || over != tt.wantOver {
+			v := m.Check(tt.model, tt.claim, 1, text)
+			if got, over := v.Billed, v.Clamped; got != tt.wantBill || over != tt.wantOver || v.Inflated != over {
 				t.Errorf("Check(%d) = %d, %v; want %d, %v", tt.claim, got, over, tt.wantBill, tt.wantOver)
 			}
 		})
@@ -151,14 +151,16 @@ func TestCheck_InflationScenario(t *testing.T) {
 	m := New()
 	t.Run("known tokenizer", func(t *testing.T) {
 		honest := Count(Llama3, text)
-		billed, over := m.Check("meta-llama/Llama-3.1-8B-Instruct", 97, text, 1)
+		v := m.Check("meta-llama/Llama-3.1-8B-Instruct", 97, 1, text)
+		billed, over := v.Billed, v.Inflated
 		t.Logf("honest %d tokens, claimed 97, billed %d", honest, billed)
 		if !over || float64(billed) > 1.1*float64(honest) {
 			t.Errorf("billed %d (flagged %v) of an honest %d: want flagged, at most %d", billed, over, honest, int(1.1*float64(honest)))
 		}
 	})
 	t.Run("unknown tokenizer", func(t *testing.T) {
-		// Verified nodes of a SentencePiece model make about 1.2 times cl100k's tokens.
+		// Verified nodes of a SentencePiece model, of two providers, make about 1.2 times
+		// cl100k's tokens.
 		corpus := []string{
 			"Rivers carry water from the mountains to the sea, shaping valleys over many thousands of years.",
 			"A good answer is short, clear and honest about what it does not know, and it names its sources.",
@@ -168,38 +170,60 @@ func TestCheck_InflationScenario(t *testing.T) {
 		model := "mistralai/Mistral-7B-Instruct-v0.3"
 		for i := range 3 * minSamples {
 			s := corpus[i%len(corpus)]
-			m.Learn(model, int(1.2*float64(Count(Unknown, s))), s)
+			m.Learn(model, []string{"acct_a", "acct_b"}[i%2], int(1.2*float64(Count(Unknown, s))), s)
 		}
 		honest := int(1.2 * float64(Count(Unknown, text)))
-		billed, over := m.Check(model, 97, text, 1)
+		v := m.Check(model, 97, 1, text)
+		billed, over := v.Billed, v.Inflated
 		t.Logf("honest %d tokens, claimed 97, billed %d (ratio %.3f)", honest, billed, m.Ratio(model))
 		if !over || float64(billed) > 1.25*float64(honest) {
 			t.Errorf("billed %d (flagged %v) of an honest %d: want flagged, at most %d", billed, over, honest, int(1.25*float64(honest)))
 		}
-		if got, over := m.Check(model, honest, text, 1); over || got != honest {
-			t.Errorf("honest claim %d billed %d (flagged %v)", honest, got, over)
+		if v := m.Check(model, honest, 1, text); v.Clamped || v.Billed != honest {
+			got, over := v.Billed, v.Clamped
+			t.Errorf("honest claim %d billed %d (clamped %v)", honest, got, over)
 		}
 	})
 }
 
-// A few verified nodes inflating their claims do not move the learned ratio.
+// A provider of verified nodes inflating its claims does not move the learned ratio: the
+// lowest provider's ratio bounds the model, and a provider alone cannot raise it above the
+// default.
 func TestLearn_Robust(t *testing.T) {
 	m := New()
 	s := "Rivers carry water from the mountains to the sea, shaping valleys over many thousands of years."
 	n := Count(Unknown, s)
-	for i := range 64 {
-		claim := n // honest: the cl100k count
-		if i%4 == 0 {
-			claim = 2 * n // a quarter of the samples inflated
+	for range 200 {
+		m.Learn("tiny", "acct_inflating", 2*n, s) // at the bound each time, never flagged
+	}
+	if r := m.Ratio("tiny"); r > DefaultRatio {
+		t.Errorf("ratio = %.3f with one provider inflating; want at most the default %.2f", r, DefaultRatio)
+	}
+	for range 20 {
+		m.Learn("tiny", "acct_honest", n, s)
+	}
+	if r := m.Ratio("tiny"); r > margin {
+		t.Errorf("ratio = %.3f with an honest provider too; want the honest one's %.2f", r, margin)
+	}
+	m.Learn("llama3.1:8b", "acct_honest", 1000, s) // known families learn nothing
+	if len(m.models) != 1 {
+		t.Errorf("learned %d models, want 1", len(m.models))
+	}
+}
+
+// A claim a little above the count, as an approximate tokenizer may be off, is billed at the
+// count but not held against the node; one well above it is.
+func TestCheck_FlagMargin(t *testing.T) {
+	text := "The quick brown fox jumps over the lazy dog, again and again until morning comes."
+	bound := Count(Llama3, text) + 1
+	for _, tt := range []struct {
+		claim    int
+		inflated bool
+	}{{bound + 1, false}, {bound + 3, false}, {bound*11/10 + 3, true}, {97, true}} {
+		v := New().Check("llama3.1:8b", tt.claim, 1, text)
+		if !v.Clamped || v.Billed != bound || v.Inflated != tt.inflated {
+			t.Errorf("claim %d of a bound %d: %+v; want clamped, inflated %v", tt.claim, bound, v, tt.inflated)
 		}
-		m.Learn("tiny", claim, s)
-	}
-	if r := m.Ratio("tiny"); r > 1.1*margin {
-		t.Errorf("ratio = %.3f after a quarter of inflated samples, want about %.2f", r, margin)
-	}
-	m.Learn("llama3.1:8b", 1000, s) // known families learn nothing
-	if len(m.ratios) != 1 {
-		t.Errorf("learned %d models, want 1", len(m.ratios))
 	}
 }
 
@@ -222,7 +246,8 @@ func TestCheck_RecordedLlamaCpp(t *testing.T) {
 		t.Fatal(err)
 	}
 	text, claim := answer.Choices[0].Message.Content, answer.Usage.CompletionTokens
-	if got, over := New().Check("tiny", claim, text, 1); over || got != claim {
+	if v := New().Check("tiny", claim, 1, text); v.Clamped || v.Billed != claim {
+		got, over := v.Billed, v.Clamped
 		t.Errorf("claim %d for %q billed %d (flagged %v), want as claimed", claim, text, got, over)
 	}
 }
@@ -234,7 +259,7 @@ func BenchmarkCheck(b *testing.B) {
 	m := New()
 	b.Run("words", func(b *testing.B) {
 		for b.Loop() {
-			m.Check("llama3.1:8b", 20, words, 1)
+			m.Check("llama3.1:8b", 20, 1, words)
 		}
 	})
 	b.Run("library-1KB", func(b *testing.B) {
@@ -255,7 +280,7 @@ func BenchmarkCheck(b *testing.B) {
 		claim := Words(long) + 10
 		b.SetBytes(int64(len(long)))
 		for b.Loop() {
-			m.Check("llama3.1:8b", claim, long, 1)
+			m.Check("llama3.1:8b", claim, 1, long)
 		}
 	})
 }

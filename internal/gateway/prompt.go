@@ -1,0 +1,116 @@
+package gateway
+
+import (
+	"encoding/json"
+
+	"github.com/shareai/shareai/internal/meter"
+	"github.com/shareai/shareai/internal/protocol"
+)
+
+// What a chat template may add to a prompt beyond its messages' text: markers around each
+// message, and around the whole a default system prompt or the date Llama 3.1 states. A
+// template prints the tools too, indented (Llama 3.1's with four spaces), and explains how to
+// call them.
+const (
+	promptPerMessage = 8
+	promptSlack      = 64
+	promptSlackTools = 256
+)
+
+// promptMessage is what the meter reads of a chat message.
+type promptMessage struct {
+	Role       string          `json:"role"`
+	Name       string          `json:"name"`
+	Content    json.RawMessage `json:"content"`
+	ToolCalls  json.RawMessage `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
+}
+
+// promptText is the text a model reads of a request, as the meter counts it: its messages'
+// roles, names and contents (decoded, so that "\u4e2d" counts as the character it is), their
+// tool calls, the prompt of a completion, and the tools. It is the request's JSON as a
+// fallback, for messages it cannot read. media is true when a message carries an image,
+// audio or a file, whose tokens no text shows.
+type promptText struct {
+	texts    []string
+	messages int
+	tools    string
+	media    bool
+}
+
+func readPrompt(req *protocol.Request) promptText {
+	p := promptText{tools: string(req.Tools)}
+	if req.Prompt != "" {
+		p.texts = append(p.texts, req.Prompt)
+	}
+	if len(req.Messages) == 0 {
+		return p
+	}
+	var msgs []promptMessage
+	if err := json.Unmarshal(req.Messages, &msgs); err != nil {
+		p.texts = append(p.texts, string(req.Messages))
+		return p
+	}
+	p.messages = len(msgs)
+	for _, m := range msgs {
+		p.texts = append(p.texts, m.Role, m.Name, m.ToolCallID, string(m.ToolCalls))
+		var s string
+		if json.Unmarshal(m.Content, &s) == nil {
+			p.texts = append(p.texts, s)
+			continue
+		}
+		var parts []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if json.Unmarshal(m.Content, &parts) != nil {
+			p.texts = append(p.texts, string(m.Content))
+			continue
+		}
+		for _, part := range parts {
+			if part.Type == "text" {
+				p.texts = append(p.texts, part.Text)
+			} else {
+				p.media = true
+			}
+		}
+	}
+	return p
+}
+
+// checkPrompt judges a node's claim of prompt tokens for the request: the first node's (extra
+// 0), or a continuing node's, which read the partial answer too (extra: its tokens, as
+// billed). The bound is the meter's count of the prompt's text, with a chat template's slack;
+// a request with media is not bounded here (Ledger.Price bounds it by its size). A claim
+// within the prompt's words and the slack (every honest claim of the simulated engine) needs
+// no count; the count is made once a request.
+func (g *Gateway) checkPrompt(t *try, model string, claim, extra int) meter.Verdict {
+	if t.promptWords < 0 {
+		p := readPrompt(t.prompt)
+		t.promptMedia = p.media
+		slack := promptSlack + promptPerMessage*p.messages
+		if p.tools != "" {
+			slack += promptSlackTools
+		}
+		t.promptWords = slack + 2*meter.Words(p.tools)
+		for _, s := range p.texts {
+			t.promptWords += meter.Words(s)
+		}
+		t.promptText = p
+	}
+	if t.promptMedia || claim <= t.promptWords+extra {
+		return meter.Verdict{Billed: claim}
+	}
+	if t.promptBound < 0 {
+		p := t.promptText
+		t.promptBound = promptSlack + promptPerMessage*p.messages
+		if p.tools != "" {
+			t.promptBound += promptSlackTools + 2*g.meter.Bound(model, p.tools)
+		}
+		for _, s := range p.texts {
+			t.promptBound += g.meter.Bound(model, s)
+		}
+		t.promptText = promptText{} // counted: its strings can go
+	}
+	return g.meter.Check(model, claim, t.promptBound+extra) // the bound as special: no text to count
+}
