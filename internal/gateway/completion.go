@@ -16,6 +16,7 @@ import (
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/ledger"
 	"github.com/shareai/shareai/internal/matcher"
+	"github.com/shareai/shareai/internal/meter"
 	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/relay"
@@ -225,7 +226,8 @@ type try struct {
 	// from and asideFrom are where the current job's answer starts in the relay's State.Text
 	// and State.Aside, for the coordinator's count of its tokens.
 	from, asideFrom int
-	checkpointed    time.Time // when the request's bill was last checkpointed
+	checkpointed    time.Time     // when the request's bill was last checkpointed
+	running         meter.Running // the count of the current job's text, as checkpoints see it grow
 	// prompt is the buyer's request, whose prompt nodes' claims are checked against
 	// (checkPrompt): promptWords is its words with a template's slack, promptBound the most
 	// tokens it may be billed, and stopBound its longest stop string's tokens, each -1 until
@@ -323,7 +325,7 @@ func trusted(level string) bool { return level == store.LevelVerified || level =
 // relay relays one node's answer to the buyer. It returns the answer's bill when the answer
 // ended whole (the bill is priced before its end is written), nil otherwise.
 func (g *Gateway) relay(r *http.Request, c *call, job *fleet.Job, t *try, st *relay.State, sink relay.Sink, u *store.Usage) (relay.Result, *ledger.Bill) {
-	t.from, t.asideFrom = st.Text.Len(), st.Aside.Len()
+	t.from, t.asideFrom, t.running = st.Text.Len(), st.Aside.Len(), meter.Running{}
 	var bill *ledger.Bill
 	price := func(used protocol.Usage, pieces, delivered int) (protocol.Usage, money.Nanos) {
 		bill = g.cfg.Ledger.Price(c.id, t.bounds, append(slices.Clip(t.parts), g.work(t, st, job, used, pieces, delivered, true)))
@@ -349,8 +351,19 @@ func (g *Gateway) checkpoint(c *call, t *try, st *relay.State, job *fleet.Job, u
 		return
 	}
 	t.checkpointed = now
-	delivered := st.Text.Len() - t.from + st.Aside.Len() - t.asideFrom
-	w := g.work(t, st, job, protocol.Usage{PromptTokens: t.bounds.PromptEstimate, CompletionTokens: max(pieces, 1)}, pieces, delivered, false)
+	// The pieces delivered, within the count of their text: counted as it grows (t.running),
+	// so that a long answer's checkpoints do not count it again and again.
+	text, aside := st.Text.String()[t.from:], st.Aside.String()[t.asideFrom:]
+	completion := pieces
+	if completion <= 0 || completion > meter.Words(text)+meter.Words(aside)+1 { // none said, or maybe too many
+		bound := t.running.Bound(g.meter, job.Offer.Model, text) + g.meter.Bound(job.Offer.Model, aside) + 1
+		if completion <= 0 || completion > bound {
+			completion = bound
+		}
+	}
+	n := job.Offer.Node
+	w := ledger.Work{NodeID: n.ID, ProviderID: n.AccountID, Ask: t.ask, PromptTokens: t.bounds.PromptEstimate,
+		CompletionTokens: completion, DeliveredBytes: len(text) + len(aside)}
 	soFar := g.cfg.Ledger.Price(c.id, t.bounds, append(slices.Clip(t.parts), w))
 	g.cfg.Ledger.CheckpointLater(soFar, u, t.ended.Load)
 }

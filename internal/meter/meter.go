@@ -339,3 +339,32 @@ func (m *Meter) Learn(modelName, provider string, claim int, text string) {
 		md.ratio = min(md.ratio, DefaultRatio)
 	}
 }
+
+// Running counts a text that grows, an answer while it streams: each call of Bound counts
+// only what was added since the last, from a place where the tokenizers cut too.
+type Running struct{ upto, n int }
+
+// Bound is m.Bound(model, text) for a text that extends the one of the previous call (a
+// shorter one starts again). Text is counted in parts cut before the white space that precedes
+// a word, as the tokenizers cut it, so the sum is the whole's count; only a part of more than
+// 4 KiB with no such place is cut between characters, a token more or less.
+func (r *Running) Bound(m *Meter, model, text string) int {
+	if len(text) < r.upto {
+		*r = Running{}
+	}
+	cut := r.upto
+	for i := len(text) - 2; i > r.upto; i-- {
+		if text[i] == ' ' && !isSpace(text[i+1]) {
+			cut = i
+			break
+		}
+	}
+	if cut == r.upto && len(text)-r.upto > 4<<10 {
+		cut = r.upto + split(text[r.upto:], 4<<10)
+	}
+	if cut > r.upto {
+		r.n += m.Bound(model, text[r.upto:cut])
+		r.upto = cut
+	}
+	return r.n + m.Bound(model, text[r.upto:])
+}

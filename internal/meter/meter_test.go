@@ -325,3 +325,15 @@ func TestCountCl100k_Library(t *testing.T) {
 		}
 	}
 }
+
+// A running count of a growing text is the count of the whole.
+func TestRunning(t *testing.T) {
+	m := New()
+	text := strings.Repeat("The engine reads the prompt, builds its cache, then writes the answer token by token. ", 40)
+	var r Running
+	for n := 1; n <= len(text); n += 37 {
+		if got, want := r.Bound(m, "llama3.1:8b", text[:n]), m.Bound("llama3.1:8b", text[:n]); got != want {
+			t.Fatalf("running count of %d bytes = %d, the whole's %d", n, got, want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ package relay
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"time"
@@ -60,7 +61,7 @@ type State struct {
 	// answer cannot be continued by another node.
 	Other bool
 	// Aside is the rest of the answer delivered so far, as text: its reasoning and tool calls
-	// (their JSON), for the coordinator's count of a node's tokens.
+	// (as asideToolCalls writes them), for the coordinator's count of a node's tokens.
 	Aside strings.Builder
 	// Delivered is the size of the answer written in all: text, reasoning, tool calls.
 	Delivered int
@@ -138,7 +139,7 @@ func Run(ctx context.Context, job *fleet.Job, sink Sink, st *State, opts Options
 			if d.Reasoning != "" || len(d.ToolCalls) > 0 {
 				st.Other = true
 				st.Aside.WriteString(d.Reasoning)
-				st.Aside.Write(d.ToolCalls)
+				asideToolCalls(&st.Aside, d.ToolCalls)
 			}
 			n := len(d.Text) + len(d.Reasoning) + len(d.ToolCalls)
 			res.Delivered += n
@@ -155,6 +156,29 @@ func Run(ctx context.Context, job *fleet.Job, sink Sink, st *State, opts Options
 		if opts.Progress != nil {
 			opts.Progress(st.Delivered, res.Pieces)
 		}
+	}
+}
+
+// asideToolCalls writes what a model generated of tool call deltas, for the count of its
+// tokens: the functions' names and arguments, and for each call the JSON a model writes
+// around them, but not the JSON of the deltas (which each streamed fragment repeats). Deltas
+// it cannot read are written whole.
+func asideToolCalls(b *strings.Builder, raw json.RawMessage) {
+	if len(raw) == 0 {
+		return
+	}
+	var tcs []toolCallDelta
+	if json.Unmarshal(raw, &tcs) != nil {
+		b.Write(raw)
+		return
+	}
+	for _, tc := range tcs {
+		if tc.Function.Name != "" { // a call starts
+			b.WriteString(`{"name": "`)
+			b.WriteString(tc.Function.Name)
+			b.WriteString(`", "arguments": `)
+		}
+		b.WriteString(tc.Function.Arguments)
 	}
 }
 
