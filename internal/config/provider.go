@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/schedule"
 )
 
@@ -384,6 +385,7 @@ func (p *Provider) validate() error {
 	if p.DataDir == "" {
 		errs = append(errs, &FieldError{"data-dir", "must not be empty"})
 	}
+	errs = append(errs, p.validateRegion())
 	errs = append(errs, ValidateEngine(p.Engine, p.Upstream))
 	if p.Continue != "" && p.Continue != "prefill" && p.Continue != "vllm" {
 		errs = append(errs, &FieldError{"continue", fmt.Sprintf("%q is not prefill or vllm", p.Continue)})
@@ -428,6 +430,32 @@ func (p *Provider) validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// validateRegion checks the region as the coordinator does when the node registers, which
+// refuses one it does not take (after dialling, for good): its ASCII letters lower-cased, it
+// must be a [protocol.ValidRegion]. A valid region is kept lower-cased, as the coordinator
+// keeps it; an invalid one is left as written, so that the error names where it came from.
+func (p *Provider) validateRegion() error {
+	region := asciiLower(p.Region)
+	if !protocol.ValidRegion(region) {
+		return &FieldError{"region", fmt.Sprintf("%q is not a region: want an ISO country code such as de or us, "+
+			"or lower-case letters and digits in words joined by hyphens, beginning with a letter, such as eu or eu-west "+
+			"(at most %d bytes)", p.Region, protocol.MaxRegionBytes)}
+	}
+	p.Region = region
+	return nil
+}
+
+// asciiLower lower-cases the ASCII letters of s, and nothing else (as the coordinator does:
+// strings.ToLower would turn the Kelvin sign into a k).
+func asciiLower(s string) string {
+	return strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + ('a' - 'A')
+		}
+		return r
+	}, s)
 }
 
 func (p *Provider) validateOffers() []error {

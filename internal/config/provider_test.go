@@ -195,6 +195,7 @@ func TestProvider_FileErrors(t *testing.T) {
 		{"resume above limit", "token: t\nguard:\n  max_temperature_c: 80\n  resume_temperature_c: 85\n", 4, "guard.resume_temperature_c", "must be below max_temperature_c"},
 		{"busy utilization", "token: t\nguard: {busy_utilization_pct: 120}\n", 2, "guard.busy_utilization_pct", "between 0 and 100"},
 		{"control not loopback", "token: t\ncontrol: 0.0.0.0:7071\n", 2, "control", "must be a loopback address"},
+		{"region", "token: t\nregion: eu_west\n", 2, "region", `"eu_west" is not a region`},
 		{"log level", "token: t\nlog:\n  level: loud\n", 3, "log.level", `"loud" is not debug, info, warn or error`},
 		{"trace sample", "token: t\ntrace:\n  sample: 2\n", 3, "trace.sample", "must be between 0 and 1"},
 	}
@@ -210,6 +211,57 @@ func TestProvider_FileErrors(t *testing.T) {
 			}
 			if want := fmt.Sprintf("provider.yaml: line %d: ", tt.line); !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not say %q", err, want)
+			}
+		})
+	}
+}
+
+// The region is checked as the coordinator checks it at register, which refuses for good one it
+// does not take: the agent refuses to start instead, naming the setting. Its ASCII letters are
+// lower-cased first, as the coordinator does.
+func TestProvider_Region(t *testing.T) {
+	for _, tt := range []struct {
+		name, yaml string
+		args       []string
+		want       string // the region validated; "" with wantErr
+		wantErr    string // the *FileError's key, or the *FieldError's field
+	}{
+		{"country", "token: t\nregion: de\n", nil, "de", ""},
+		{"none", "token: t\n", nil, "", ""},
+		{"upper case, lower-cased", "token: t\nregion: EU\n", nil, "eu", ""},
+		{"words and digits", "token: t\nregion: US-East-1\n", nil, "us-east-1", ""},
+		{"underscore", "token: t\nregion: eu_west\n", nil, "", "region"},
+		{"space", "token: t\nregion: eu west\n", nil, "", "region"},
+		{"starts with a digit", "token: t\nregion: 1eu\n", nil, "", "region"},
+		{"trailing hyphen", "token: t\nregion: eu-\n", nil, "", "region"},
+		{"double hyphen", "token: t\nregion: eu--west\n", nil, "", "region"},
+		{"too long", "token: t\nregion: " + strings.Repeat("a", 33) + "\n", nil, "", "region"},
+		{"Kelvin sign, not a k", "token: t\nregion: \u212A\n", nil, "", "region"},
+		{"flag", "token: t\nregion: de\n", []string{"--region", "EU_WEST"}, "", "region"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := loadProvider(t, tt.yaml, nil, tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = p.Validate()
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("Validate() = %v; want no error", err)
+			case tt.wantErr == "":
+				if p.Region != tt.want {
+					t.Errorf("region %q; want %q", p.Region, tt.want)
+				}
+			case tt.args == nil:
+				fe, ok := errors.AsType[*FileError](err)
+				if !ok || fe.Key != tt.wantErr || fe.Line != 2 || len(leaves(err)) != 1 || !strings.Contains(err.Error(), "eu-west") {
+					t.Errorf("Validate() = %v; want one error about %s on line 2, with an example", err, tt.wantErr)
+				}
+			default:
+				fe, ok := errors.AsType[*FieldError](err)
+				if !ok || fe.Field != tt.wantErr || len(leaves(err)) != 1 {
+					t.Errorf("Validate() = %v; want one *FieldError about --%s", err, tt.wantErr)
+				}
 			}
 		})
 	}

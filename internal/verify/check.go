@@ -17,7 +17,13 @@ import (
 //     probe, whose answer must be the known one, byte for byte. A node cannot skip a check by
 //     naming its model so: it must then answer as the simulated engine does, exactly.
 //  2. Another model that no node of another provider serves to buyers yet (or a selftest): a
-//     reference-free check ([ReferenceFree]), whose three answers must each pass.
+//     reference-free check ([ReferenceFree]), whose three answers must each pass. A model that
+//     reasons first (by its name, [Reasoning], or seen reasoning in an answer) gets a
+//     max_tokens of thousands. An answer cut by that limit before it answered (finish reason
+//     "length", with no answer, or from a model that reasons) decides nothing: the check is
+//     made again later, with the larger max_tokens; only a model cut so with the larger one
+//     in maxCuts checks in a row fails, so that a node cannot escape every check by
+//     answering "length".
 //  3. Otherwise a probe, whose answer must agree with the answer of a verified node of another
 //     provider serving the model ([Agree]); when none has a free slot now, no check is made.
 //
@@ -41,7 +47,9 @@ func (p *Prober) checkOnce(ctx context.Context, n *fleet.Node, offer *fleet.Offe
 	c := store.NodeCheck{NodeID: n.ID, Kind: kind, Model: offer.Model}
 	var conclusive bool
 	if !Known(offer.Model) && (n.Selftest || !p.serves(n, offer.Model)) {
-		c.Passed, c.Detail, conclusive = p.referenceFree(ctx, offer, ReferenceFree(seed, offer.Model, offer.ContextLength), kind)
+		thinks := Reasoning(offer.Model) || p.seenThinking(n, offer.Model)
+		tests := ReferenceFree(seed, offer.Model, offer.ContextLength, thinks)
+		c.Passed, c.Detail, conclusive = p.referenceFree(ctx, n, offer, tests, thinks, kind)
 	} else {
 		c.Passed, c.Detail, conclusive = p.probe(ctx, n, offer, FitProbe(prompt, offer.Model, offer.ContextLength), kind)
 	}
@@ -106,10 +114,15 @@ func (p *Prober) claim(got *reply, refTokens int, ref, like, kind string) (passe
 	return false, why, true
 }
 
+// maxCuts is how many reference-free checks in a row a model may have cut by the larger
+// max_tokens before it answered, without failing: the last of them fails.
+const maxCuts = 3
+
 // referenceFree makes a reference-free check: its tests one after another, each on a slot of
 // its own; it passes when every test passes. conclusive is false when a test could not be
-// made.
-func (p *Prober) referenceFree(ctx context.Context, offer *fleet.Offer, tests []Test, kind string) (passed bool, detail string, conclusive bool) {
+// made, or its answer was cut by max_tokens before it was given (see check.go's top). thinks
+// says that the tests give the model room to reason.
+func (p *Prober) referenceFree(ctx context.Context, n *fleet.Node, offer *fleet.Offer, tests []Test, thinks bool, kind string) (passed bool, detail string, conclusive bool) {
 	var did []string
 	for _, t := range tests {
 		if !offer.Acquire() {
@@ -123,17 +136,68 @@ func (p *Prober) referenceFree(ctx context.Context, offer *fleet.Offer, tests []
 			return false, "", false
 		}
 		text := got.text
-		if strings.TrimSpace(withoutThinking(text)) == "" {
+		answered := strings.TrimSpace(withoutThinking(text)) != ""
+		if !answered {
 			text = got.reasoning // a model that answered only in its reasoning
 		}
 		ok, what := t.Judge(text)
 		got.settle(-1)
+		thought := got.reasoning != "" || strings.Contains(got.text, "<think>") || strings.Contains(got.text, "</think>")
+		if !ok && got.finish == "length" && (!answered || thought || thinks) {
+			cuts := p.cutShort(n, offer.Model, thinks)
+			if cuts < maxCuts {
+				p.log.Debug("check not made: the answer was cut by max_tokens before it was given",
+					"node", offer.Node.ID, "model", offer.Model, "max_tokens", t.Request.MaxTokens)
+				return false, "", false
+			}
+			return false, fmt.Sprintf("reference-free %s test failed: the answer was cut by max_tokens (%d) before it was given, in %d checks in a row",
+				t.Kind, t.Request.MaxTokens, cuts), true
+		}
+		p.answered(n, offer.Model, thought)
 		if !ok {
 			return false, fmt.Sprintf("reference-free %s test failed: %s", t.Kind, what), true
 		}
 		did = append(did, what)
 	}
 	return true, "reference-free checks, as no other node serves the model yet: " + strings.Join(did, "; "), true
+}
+
+// thinkingKey keys what the prober learned of a model on a node.
+func thinkingKey(n *fleet.Node, model string) string { return n.ID + "\x00" + model }
+
+// seenThinking says whether the node's model was seen reasoning, or cut short: its
+// reference-free checks give it room to reason.
+func (p *Prober) seenThinking(n *fleet.Node, model string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.thinks[thinkingKey(n, model)]
+}
+
+// cutShort records a reference-free test of the node's model cut by max_tokens before it
+// answered, and returns how many checks in a row were so with the larger max_tokens (thinks);
+// one cut with the smaller gives the model the larger from then on, and does not count.
+func (p *Prober) cutShort(n *fleet.Node, model string, thinks bool) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := thinkingKey(n, model)
+	p.thinks[k] = true
+	if !thinks {
+		return 0
+	}
+	p.cuts[k]++
+	return p.cuts[k]
+}
+
+// answered records a reference-free test of the node's model that answered (rightly or not):
+// its cuts in a row end; thought says that it reasoned first.
+func (p *Prober) answered(n *fleet.Node, model string, thought bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := thinkingKey(n, model)
+	delete(p.cuts, k)
+	if thought {
+		p.thinks[k] = true
+	}
 }
 
 // serves says whether a node of another provider serves model to buyers: verified or trusted,

@@ -19,6 +19,7 @@ import (
 // reply is what a node answered to a check's request.
 type reply struct {
 	text, reasoning string
+	finish          string         // the finish reason: "stop", "length", …
 	usage           protocol.Usage // as the node claimed it
 	// bill bills a paid check's job; nil when unpaid or billed.
 	bill func(maxCompletion int)
@@ -38,8 +39,10 @@ func (a *reply) settle(maxCompletion int) {
 // run sends req to the offer's node as a job and returns its reply, which the caller settles.
 // The caller has taken a slot of the offer; the job frees it. A paid job is billed like a
 // buyer's request to the platform's account, so the node earns what it would for a buyer.
+// It may take CheckTimeout for each 1024 tokens of max_tokens begun (a reasoning model's
+// check asks for thousands).
 func (p *Prober) run(ctx context.Context, o *fleet.Offer, req *protocol.Request, paid bool) (*reply, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.CheckTimeout)
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.CheckTimeout*time.Duration(1+max(req.MaxTokens-1, 0)/1024))
 	defer cancel()
 	var (
 		bill func(end *protocol.End, delivered int, err error, maxCompletion int)
@@ -63,7 +66,7 @@ func (p *Prober) run(ctx context.Context, o *fleet.Offer, req *protocol.Request,
 	case err == nil && end.Error != nil:
 		err = fmt.Errorf("node %s: %s", o.Node.ID, end.Error.Message)
 	case err == nil:
-		a := &reply{text: text, reasoning: reasoning, usage: end.Usage}
+		a := &reply{text: text, reasoning: reasoning, finish: end.FinishReason, usage: end.Usage}
 		if bill != nil {
 			a.bill = func(maxCompletion int) { bill(end, delivered, nil, maxCompletion) }
 		}

@@ -78,6 +78,8 @@ type Prober struct {
 	last    map[string]time.Time     // an account's last selftest
 	turn    map[string]int           // a node's probes so far: picks the model of its next one
 	prompts int                      // probes sent: picks the next prompt
+	thinks  map[string]bool          // node and model seen reasoning: reference-free checks give it room
+	cuts    map[string]int           // node and model: reference-free checks in a row cut short
 	warned  time.Time                // when unpaid probes were last warned about
 	wg      sync.WaitGroup
 }
@@ -106,7 +108,8 @@ func New(cfg Config) *Prober {
 		cfg.Now = time.Now
 	}
 	return &Prober{cfg: cfg, log: cfg.Log, busy: map[string]bool{}, seen: map[string]*fleet.Node{}, due: map[string]time.Time{},
-		retry: map[string]time.Duration{}, last: map[string]time.Time{}, turn: map[string]int{}, started: cfg.Now()}
+		retry: map[string]time.Duration{}, last: map[string]time.Time{}, turn: map[string]int{}, started: cfg.Now(),
+		thinks: map[string]bool{}, cuts: map[string]int{}}
 }
 
 // Run checks nodes until ctx is done, then waits for the checks in flight.

@@ -13,26 +13,42 @@ import (
 // Reference-free tests check a model that no verified node serves yet, so that there is no
 // other answer to compare with: the first node of a model. Each asks for something any
 // working language model does and a fixed or random text generator cannot: repeat a random
-// code, do a small sum, write random words in capitals one per line. The instance is random
-// (the prober draws the seed), so no fixed answer passes, and the answer is judged by what it
-// must contain, not by its wording:
+// code, do a small sum, write random words in capitals one per line. The answer is judged by
+// what it must contain, not by its wording:
 //
-//   - echo: the answer contains the code (8 random letters and digits), in any case;
+//   - echo: the answer contains the code (8 or 9 random capitals and digits, in groups), in any
+//     case;
 //   - arithmetic: the last whole number in the answer is the result (a sum or difference of
 //     two-digit numbers, or a product of two numbers up to 12);
-//   - format: the three words appear in capital letters, in order, each on a line of its own
-//     (bullets, numbers and punctuation around a word are allowed).
+//   - format: the 3 or 4 words appear in capital letters, each on a line of its own, in the
+//     order asked (as given, alphabetical or reversed); bullets, numbers and punctuation
+//     around a word are allowed.
 //
-// Text between <think> and </think> is left out, so that a model which writes its reasoning
-// into its answer is judged by the answer. A check is the three tests, and passes only when
-// all three do: a node that only echoes the prompt passes the first and fails the other two;
-// one that answers "hello world", or random words, fails all three.
+// A node that recognised the tests could pass them and answer buyers with anything, so each
+// request is drawn to look like a buyer's and to vary on every count (reffree_ask.go): the
+// task's wording is put together from several independent choices (the verb, the object, the
+// qualifier, the constraint on the answer, where the data goes, how a list is written), set
+// among a buyer's context (an opening, a situation with random names and places, a closing,
+// in a random order), sometimes after a system prompt or an earlier exchange of an ordinary
+// chat; the values (the code and its shape, the numbers, the words and their order), the
+// order of the three tests, the temperature, the seed and max_tokens are random too. The
+// prober draws the seed, so no fixed answer passes and no fixed prompt comes back.
+//
+// Text between <think> and </think> (and before a </think> that none opens) is left out, so
+// that a model which writes its reasoning into its answer is judged by the answer. A check is
+// the three tests, and passes only when all three do: a node that only echoes the prompt
+// passes the first and fails the other two; one that answers "hello world", or random words,
+// fails all three. A model that reasons before it answers (named so, see [Reasoning], or seen
+// to) gets room to: a max_tokens of thousands, within its context; an answer cut by that
+// limit before it was given decides nothing (see check.go).
 //
 // What they cannot do: tell one model from another. Any small model passes them under a big
 // model's name; that is found only by comparing with other nodes of the model, once there are
-// some (probes). And they do not look like buyers' requests, so a node that recognises them can
-// pass them and serve something else to buyers: until a second provider serves the model,
-// its first node is checked by them alone.
+// some (probes). And varied as they are, they are drawn from what this file can write: a node
+// that runs a small model, or rules of its own, on every request that holds a code, a small
+// sum or a word list, and something else on the others, passes them; so does a node that
+// cheats only on long answers, on sampled ones, or on requests these tests never make. Until a
+// second provider serves the model, its first node is checked by them alone.
 
 // Kinds of reference-free test.
 const (
@@ -47,33 +63,104 @@ type Test struct {
 	Request *protocol.Request
 	code    string   // echo: the code to repeat
 	result  int      // arithmetic: the result
-	words   []string // format: the words, in lower case
+	words   []string // format: the words, in lower case, in the order the answer must give them
+	order   string   // format: the order asked, for a person to read ("" as given)
 	ask     string   // what was asked, for a person to read
+	prompt  string   // the user's last message, which asks it
 }
 
-// refFreeMaxTokens is a test's max_tokens when the context allows: room for a model that
-// thinks aloud before it answers.
-const refFreeMaxTokens = 256
+// Budgets of max_tokens, when the context allows: buyers' common values, enough for a short
+// answer and some thinking aloud; and for a model that reasons before it answers, enough for
+// its reasoning (thousands of tokens on a trivial task for the DeepSeek R1 distills, QwQ or
+// Qwen3 thinking).
+var (
+	refFreeMaxTokens   = [...]int{256, 300, 400, 500, 512}
+	reasoningMaxTokens = [...]int{3000, 3072, 4000, 4096}
+)
 
 // minFitTokens is the least max_tokens a check fitted to a small context asks for.
 const minFitTokens = 16
 
-// ReferenceFree returns a reference-free check of model: one test of each kind, drawn from
-// seed, each a chat request at temperature 0 whose prompt and max_tokens fit contextLength (0:
-// unknown, no limit). The same seed always gives the same tests.
-func ReferenceFree(seed uint64, model string, contextLength int) []Test {
+// answerRoom is the room for the answer a test's prompt leaves in a small context: when a
+// buyer-like prompt would leave less, a plainer one is drawn.
+const answerRoom = 96
+
+// ReferenceFree returns a reference-free check of model: one test of each kind, in a random
+// order, drawn from seed, each a chat request whose prompt and max_tokens fit contextLength
+// (0: unknown, no limit). thinks gives the model room to reason first (see [Reasoning]). The
+// same arguments always give the same tests.
+func ReferenceFree(seed uint64, model string, contextLength int, thinks bool) []Test {
 	r := rand.New(rand.NewPCG(seed, mix(seed)))
-	tests := []Test{echoTest(r), arithmeticTest(r), formatTest(r)}
-	for i := range tests {
-		msgs := encode([]turn{user(tests[i].ask)})
-		temperature := 0.0
-		s := seeds[r.IntN(len(seeds))]
-		tests[i].Request = &protocol.Request{
-			Kind: protocol.KindChat, Model: model, Messages: msgs, Temperature: &temperature, Seed: &s,
-			MaxTokens: fitTokens(refFreeMaxTokens, PromptEstimate(msgs), contextLength),
+	kinds := []func(*composer) Test{(*composer).echo, (*composer).arithmetic, (*composer).format}
+	r.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
+	budgets := refFreeMaxTokens[:]
+	if thinks {
+		budgets = reasoningMaxTokens[:]
+	}
+	tests := make([]Test, len(kinds))
+	for i, kind := range kinds {
+		budget := budgets[r.IntN(len(budgets))]
+		var (
+			t    Test
+			msgs []byte
+		)
+		// Dressed as a buyer's request, or plainer when that does not fit.
+		for level := dressed; level >= bare; level-- {
+			c := &composer{r: r, level: level}
+			t = kind(c)
+			msgs = encode(c.conversation(t.prompt))
+			if contextLength <= 0 || PromptEstimate(msgs)+min(budget, answerRoom) <= contextLength {
+				break
+			}
 		}
+		t.Request = &protocol.Request{
+			Kind: protocol.KindChat, Model: model, Messages: msgs,
+			MaxTokens: fitTokens(budget, PromptEstimate(msgs), contextLength),
+		}
+		t.Request.Temperature, t.Request.Seed = sampling(r)
+		tests[i] = t
 	}
 	return tests
+}
+
+// sampling draws a test's temperature and seed as buyers who want a steady answer send them:
+// low temperatures, with or without one of the seeds buyers commonly send.
+func sampling(r *rand.Rand) (*float64, *int64) {
+	temps := [...]float64{0, 0, 0, 0.1, 0.2, 0.3}
+	t := temps[r.IntN(len(temps))]
+	if r.IntN(2) == 0 {
+		return &t, nil
+	}
+	s := seeds[r.IntN(len(seeds))]
+	return &t, &s
+}
+
+// reasoningParts are parts, and reasoningWords words, of the names of models that reason
+// before they answer: DeepSeek R1 and its distills, QwQ, Qwen3, gpt-oss, Magistral, Phi-4
+// reasoning, and any "thinking" model.
+var (
+	reasoningParts = [...]string{"qwq", "qwen3", "think", "reason", "gpt-oss", "magistral", "deepseek-r"}
+	reasoningWords = [...]string{"r1", "o1", "o3", "or1"}
+)
+
+// Reasoning says whether model's name is of a family of models that reason before they
+// answer, at length: they get a larger max_tokens in reference-free checks. It is a guess from
+// the name; the prober also gives the room to a model it saw reasoning.
+func Reasoning(model string) bool {
+	m := strings.ToLower(model)
+	for _, p := range reasoningParts {
+		if strings.Contains(m, p) {
+			return true
+		}
+	}
+	for _, w := range strings.FieldsFunc(m, func(c rune) bool { return !unicode.IsLetter(c) && !unicode.IsDigit(c) }) {
+		for _, rw := range reasoningWords {
+			if w == rw {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // fitTokens is maxTokens, cut so that a prompt of prompt tokens and the answer fit in
@@ -83,65 +170,6 @@ func fitTokens(maxTokens, prompt, contextLength int) int {
 		return maxTokens
 	}
 	return max(min(maxTokens, contextLength-prompt), minFitTokens)
-}
-
-// codeAlphabet has no letters and digits that read alike (0 O, 1 I).
-const codeAlphabet = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
-
-var echoAsks = [...]string{
-	"Reply with this code exactly, and nothing else: %s",
-	"Please repeat the following code back to me exactly, with no other text: %s",
-	"Copy this reference exactly as written and reply with nothing more: %s",
-}
-
-func echoTest(r *rand.Rand) Test {
-	var b strings.Builder
-	for i := range 9 {
-		if i == 4 {
-			b.WriteByte('-')
-			continue
-		}
-		b.WriteByte(codeAlphabet[r.IntN(len(codeAlphabet))])
-	}
-	code := b.String()
-	return Test{Kind: TestEcho, code: code, ask: fmt.Sprintf(echoAsks[r.IntN(len(echoAsks))], code)}
-}
-
-func arithmeticTest(r *rand.Rand) Test {
-	t := Test{Kind: TestArithmetic}
-	switch r.IntN(3) {
-	case 0:
-		a, b := 11+r.IntN(89), 11+r.IntN(89)
-		t.result, t.ask = a+b, fmt.Sprintf("What is %d + %d? Reply with just the number.", a, b)
-	case 1:
-		a := 50 + r.IntN(50)
-		b := 11 + r.IntN(a-11)
-		t.result, t.ask = a-b, fmt.Sprintf("Compute %d - %d. Answer with the result only.", a, b)
-	default:
-		a, b := 3+r.IntN(10), 3+r.IntN(10)
-		t.result, t.ask = a*b, fmt.Sprintf("What is %d times %d? Give only the number.", a, b)
-	}
-	return t
-}
-
-// formatWords are common words no model misspells in capitals.
-var formatWords = [...]string{
-	"apple", "river", "candle", "window", "garden", "pencil", "rabbit", "orange", "bridge", "mirror",
-	"forest", "button", "rocket", "silver", "castle", "pepper", "ticket", "basket", "doctor", "planet",
-	"guitar", "jacket", "camera", "violin", "island", "winter", "summer", "market", "tomato", "carpet",
-	"hammer", "kitten", "lemon", "piano", "tiger", "cloud", "stone", "horse", "bread", "chair",
-	"table", "glass", "paper", "music", "water", "green", "purple", "yellow", "spoon", "train",
-}
-
-var formatAsks = [...]string{
-	"Write these words in capital letters, one per line, and nothing else: %s, %s, %s",
-	"Put each of these words on its own line in uppercase letters, with no other text: %s, %s, %s",
-}
-
-func formatTest(r *rand.Rand) Test {
-	p := r.Perm(len(formatWords))
-	w := []string{formatWords[p[0]], formatWords[p[1]], formatWords[p[2]]}
-	return Test{Kind: TestFormat, words: w, ask: fmt.Sprintf(formatAsks[r.IntN(len(formatAsks))], w[0], w[1], w[2])}
 }
 
 // Judge reports whether answer passes the test, with a sentence saying what was checked.
@@ -158,20 +186,28 @@ func (t Test) Judge(answer string) (passed bool, detail string) {
 		if n, ok := lastNumber(a); ok && n == t.result {
 			return true, "did a small sum"
 		}
-		return false, fmt.Sprintf("asked %q (%d), answered %s", t.ask, t.result, quoteShort(answer))
+		return false, fmt.Sprintf("asked %s (%d), answered %s", t.ask, t.result, quoteShort(answer))
 	case TestFormat:
 		if inCapitals(a, t.words) {
 			return true, "wrote words in capitals, one per line"
 		}
-		return false, fmt.Sprintf("asked for %s in capitals one per line, answered %s",
-			strings.Join(t.words, ", "), quoteShort(answer))
+		order := ""
+		if t.order != "" {
+			order = ", " + t.order
+		}
+		return false, fmt.Sprintf("asked for %s in capitals one per line%s, answered %s",
+			strings.Join(t.words, ", "), order, quoteShort(answer))
 	}
 	return false, "unknown test"
 }
 
-// withoutThinking leaves out what lies between <think> and </think>, and an unclosed <think>
-// to the end.
+// withoutThinking leaves out what lies between <think> and </think>, an unclosed <think> to
+// the end, and what comes before a </think> that no <think> opens (a chat template that opens
+// the reasoning itself, as DeepSeek R1's does).
 func withoutThinking(s string) string {
+	if j := strings.Index(s, "</think>"); j >= 0 && !strings.Contains(s[:j], "<think>") {
+		s = s[j+len("</think>"):]
+	}
 	for {
 		i := strings.Index(s, "<think>")
 		if i < 0 {
