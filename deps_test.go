@@ -56,6 +56,7 @@ func TestDependencies(t *testing.T) {
 		{"internal/tracing", false, []string{"internal/"}},
 		{"internal/metrics", false, []string{"internal/store", "internal/gateway", "internal/fleet", "internal/agent"}},
 		{"internal/api", false, []string{"internal/store", "internal/fleet", "internal/gateway"}},
+		{"internal/meter", false, []string{"internal/"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.pkg, func(t *testing.T) {
