@@ -187,7 +187,11 @@ func (g *Gateway) newTry(r *http.Request, c *call, req *protocol.Request, rt api
 	promptBytes := len(req.Messages) + len(req.Prompt)
 	session := affinityKey(c, r, user)
 	return &try{
-		bounds:      ledger.Bounds{PromptTokens: ledger.PromptBound(promptBytes), PromptEstimate: ledger.EstimateTokens(promptBytes)},
+		bounds: ledger.Bounds{PromptEstimate: ledger.EstimateTokens(promptBytes),
+			// A template prints the tools and the response format into the prompt too, and
+			// an image's tokens are far more than its URL's bytes.
+			PromptTokens: ledger.PromptBound(promptBytes+len(req.Tools)+len(req.ToolChoice)+len(req.ResponseFormat)) +
+				promptSlack + promptSlackTools*min(len(req.Tools), 1) + mediaTokens*mediaParts(req.Messages)},
 		avoid:       map[string]bool{},
 		prefs:       prefs,
 		requestSort: requestSort,

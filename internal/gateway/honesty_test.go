@@ -146,3 +146,40 @@ func TestUsage_EscapedPromptCountedAsText(t *testing.T) {
 		return err == nil && n.Overclaims == 1
 	})
 }
+
+// An honest node is billed as it claims, and never flagged, for prompts whose tokens their
+// bytes understate: tools, which a template prints into the prompt, and an image.
+func TestUsage_ToolsAndImagesBilledAsClaimed(t *testing.T) {
+	tools := `[{"type":"function","function":{"name":"get_weather","description":"` + strings.Repeat("Returns the weather of a city. ", 20) +
+		`","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]`
+	for _, tt := range []struct {
+		name, body string
+		claim      int
+	}{
+		{"tools", `{"model":"` + model + `","tools":` + tools + `,"messages":[{"role":"user","content":"Weather in Paris?"}]}`,
+			2*meter.Count(meter.Llama3, tools) + 40},
+		{"image", `{"model":"` + model + `","messages":[{"role":"user","content":[{"type":"text","text":"What is this?"},{"type":"image_url","image_url":{"url":"https://example.com/cat.png"}}]}]}`,
+			1200},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			env := testenv.New(t, testenv.Options{Providers: 1, NewEngine: func(int) (engine.Engine, error) {
+				return claimsPrompt{sim.New(sim.Config{}), tt.claim}, nil
+			}})
+			resp := env.Post("/chat/completions", tt.body)
+			var got struct {
+				Usage struct {
+					PromptTokens int `json:"prompt_tokens"`
+				} `json:"usage"`
+			}
+			json.NewDecoder(resp.Body).Decode(&got)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || got.Usage.PromptTokens != tt.claim {
+				t.Errorf("status %d, billed %d prompt tokens; want the honest claim %d", resp.StatusCode, got.Usage.PromptTokens, tt.claim)
+			}
+			env.WaitFor("the request billed", func() bool { return balance(t, env).Held == 0 })
+			if n, err := env.Store.Node(context.Background(), resp.Header.Get("X-Shareai-Node")); err != nil || n.Overclaims != 0 {
+				t.Errorf("node %+v, %v; want no over-claim", n, err)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/shareai/shareai/internal/meter"
@@ -17,6 +18,20 @@ const (
 	promptSlackTools = 256
 )
 
+// mediaTokens bounds the prompt tokens of one image, audio clip or file in a message: vision
+// models spend from a few hundred tokens an image (Llama 3.2 Vision) to over ten thousand for
+// a large one (Qwen2.5-VL).
+const mediaTokens = 16384
+
+// mediaParts counts the parts of chat messages that are not text. Only messages that may
+// hold such parts are decoded.
+func mediaParts(msgs json.RawMessage) int {
+	if !bytes.Contains(msgs, []byte(`"image_url"`)) && !bytes.Contains(msgs, []byte(`"input_audio"`)) && !bytes.Contains(msgs, []byte(`"file"`)) {
+		return 0
+	}
+	return readPrompt(&protocol.Request{Messages: msgs}).media
+}
+
 // promptMessage is what the meter reads of a chat message.
 type promptMessage struct {
 	Role       string          `json:"role"`
@@ -29,13 +44,13 @@ type promptMessage struct {
 // promptText is the text a model reads of a request, as the meter counts it: its messages'
 // roles, names and contents (decoded, so that "\u4e2d" counts as the character it is), their
 // tool calls, the prompt of a completion, and the tools. It is the request's JSON as a
-// fallback, for messages it cannot read. media is true when a message carries an image,
-// audio or a file, whose tokens no text shows.
+// fallback, for messages it cannot read. media counts the images, audio clips and files in
+// messages, whose tokens no text shows.
 type promptText struct {
 	texts    []string
 	messages int
 	tools    string
-	media    bool
+	media    int // parts of messages that are not text
 }
 
 func readPrompt(req *protocol.Request) promptText {
@@ -71,7 +86,7 @@ func readPrompt(req *protocol.Request) promptText {
 			if part.Type == "text" {
 				p.texts = append(p.texts, part.Text)
 			} else {
-				p.media = true
+				p.media++
 			}
 		}
 	}
@@ -87,7 +102,7 @@ func readPrompt(req *protocol.Request) promptText {
 func (g *Gateway) checkPrompt(t *try, model string, claim, extra int) meter.Verdict {
 	if t.promptWords < 0 {
 		p := readPrompt(t.prompt)
-		t.promptMedia = p.media
+		t.promptMedia = p.media > 0
 		slack := promptSlack + promptPerMessage*p.messages
 		if p.tools != "" {
 			slack += promptSlackTools

@@ -178,8 +178,9 @@ type Work struct {
 	// DeliveredBytes is the size of the text and tool calls the coordinator relayed from the
 	// node: no node is paid for tokens it did not deliver.
 	DeliveredBytes int
-	// Overclaimed says the node claimed more completion tokens than the coordinator counted in
-	// what it delivered (CompletionTokens is the count then): it is flagged.
+	// Overclaimed says the node claimed well more tokens than the coordinator counted in what
+	// it read and delivered (the counts are billed then): it is flagged in the settlement. A
+	// claim Price's own bounds cut is not flagged.
 	Overclaimed bool
 }
 
@@ -232,6 +233,10 @@ func (l *Ledger) Price(requestID string, b Bounds, work []Work) *Bill {
 		}
 		if clamped || w.Overclaimed {
 			bill.Clamped = append(bill.Clamped, w.NodeID)
+		}
+		if w.Overclaimed {
+			// Only the caller's count tells an inflated claim from one its bounds cut (a
+			// prompt with an image is larger than its bytes say).
 			s.Flagged = append(s.Flagged, w.NodeID)
 		}
 		completionLeft -= completion
