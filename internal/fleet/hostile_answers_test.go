@@ -244,3 +244,42 @@ func TestHostileNode_CancelledAtOnce(t *testing.T) {
 		return err == nil && len(hs) == 0
 	})
 }
+
+// A node whose tool calls are not OpenAI's failed the answer: a buyer of a whole answer gets
+// an error that costs nothing, not an empty 200 billed as if the buyer had gone away.
+func TestHostileNode_MalformedToolCalls(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Providers: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := env.DialHostile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Register(ctx, honestRegister("hostile/tools")); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			job, err := h.NextJob(ctx)
+			if err != nil {
+				return
+			}
+			h.Send(ctx, protocol.Frame{Type: protocol.TypeDelta, Job: job.Job, Delta: &protocol.Delta{Text: long(1000), Pieces: 1}},
+				protocol.Frame{Type: protocol.TypeDelta, Job: job.Job, Delta: &protocol.Delta{ToolCalls: json.RawMessage(`{"x":1}`), Pieces: 1}},
+				protocol.Frame{Type: protocol.TypeEnd, Job: job.Job, End: &protocol.End{FinishReason: "stop", Usage: protocol.Usage{PromptTokens: 10, CompletionTokens: 200}}})
+		}
+	}()
+	resp := env.Post("/chat/completions", `{"model":"hostile/tools","messages":[{"role":"user","content":"hi"}]}`)
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		t.Errorf("status %d; want an error", resp.StatusCode)
+	}
+	testenv.WaitFor(t, "the request settled", func() bool {
+		u, err := env.Store.UsageByRequest(ctx, resp.Header.Get("X-Request-Id"))
+		return err == nil && u != nil
+	})
+	u, _ := env.Store.UsageByRequest(ctx, resp.Header.Get("X-Request-Id"))
+	if u.Cost != 0 || u.Outcome != store.OutcomeError {
+		t.Errorf("usage %+v; want an error that cost nothing", u)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -63,6 +64,7 @@ type State struct {
 	// Aside is the rest of the answer delivered so far, as text: its reasoning and tool calls
 	// (as asideToolCalls writes them), for the coordinator's count of a node's tokens.
 	Aside strings.Builder
+	calls [maxToolCallIndex + 1]bool // the tool calls whose start Aside holds
 	// Delivered is the size of the answer written in all: text, reasoning, tool calls.
 	Delivered int
 	// gap is a moving average of the time between pieces, for the stall timeout.
@@ -121,6 +123,17 @@ func Run(ctx context.Context, job *fleet.Job, sink Sink, st *State, opts Options
 			if fr.Type == protocol.TypeEnd {
 				return end(sink, fr.End, res, st, opts.Bill)
 			}
+			d := fr.Delta
+			if err := st.aside(d); err != nil {
+				// The node's fault, not the buyer's: it failed (refused, before the answer
+				// started).
+				job.Cancel()
+				res.Outcome, res.Err = Failed, err
+				if !st.Started {
+					res.Outcome = Refused
+				}
+				return res
+			}
 			now := time.Now()
 			if !st.Started {
 				st.Started = true
@@ -131,16 +144,10 @@ func Run(ctx context.Context, job *fleet.Job, sink Sink, st *State, opts Options
 				st.gap += (gap - st.gap) / 5
 			}
 			st.last = now
-			if err := sink.Delta(fr.Delta); err != nil {
+			if err := sink.Delta(d); err != nil {
 				return cancel(job, res, err)
 			}
-			d := fr.Delta
 			st.Text.WriteString(d.Text)
-			if d.Reasoning != "" || len(d.ToolCalls) > 0 {
-				st.Other = true
-				st.Aside.WriteString(d.Reasoning)
-				asideToolCalls(&st.Aside, d.ToolCalls)
-			}
 			n := len(d.Text) + len(d.Reasoning) + len(d.ToolCalls)
 			res.Delivered += n
 			res.Pieces += d.Pieces
@@ -159,27 +166,49 @@ func Run(ctx context.Context, job *fleet.Job, sink Sink, st *State, opts Options
 	}
 }
 
-// asideToolCalls writes what a model generated of tool call deltas, for the count of its
-// tokens: the functions' names and arguments, and for each call the JSON a model writes
-// around them, but not the JSON of the deltas (which each streamed fragment repeats). Deltas
-// it cannot read are written whole.
-func asideToolCalls(b *strings.Builder, raw json.RawMessage) {
-	if len(raw) == 0 {
-		return
+// ErrBadToolCalls is a node's delta whose tool calls are not OpenAI's: an array of deltas,
+// each with an index from 0 to maxToolCallIndex.
+var ErrBadToolCalls = errors.New("node sent malformed tool calls")
+
+// maxToolCallIndex bounds the index of a tool call in an answer.
+const maxToolCallIndex = 128
+
+// aside records what a delta carries beyond text (State.Other, State.Aside), and checks its
+// tool calls: the buyer's SDK reads them as they are.
+func (st *State) aside(d *protocol.Delta) error {
+	if d.Reasoning == "" && len(d.ToolCalls) == 0 {
+		return nil
 	}
 	var tcs []toolCallDelta
-	if json.Unmarshal(raw, &tcs) != nil {
-		b.Write(raw)
-		return
-	}
-	for _, tc := range tcs {
-		if tc.Function.Name != "" { // a call starts
-			b.WriteString(`{"name": "`)
-			b.WriteString(tc.Function.Name)
-			b.WriteString(`", "arguments": `)
+	if len(d.ToolCalls) > 0 {
+		if err := json.Unmarshal(d.ToolCalls, &tcs); err != nil {
+			return fmt.Errorf("%w: %v", ErrBadToolCalls, err)
 		}
-		b.WriteString(tc.Function.Arguments)
+		for _, tc := range tcs {
+			if tc.Index < 0 || tc.Index > maxToolCallIndex {
+				return fmt.Errorf("%w: index %d", ErrBadToolCalls, tc.Index)
+			}
+		}
 	}
+	st.Other = true
+	st.Aside.WriteString(d.Reasoning)
+	for _, tc := range tcs {
+		st.asideToolCall(tc)
+	}
+	return nil
+}
+
+// asideToolCall writes what a model generated of a tool call delta, for the count of its
+// tokens: the function's name and arguments, and once a call the JSON a model writes around
+// them, but not the JSON of the deltas (which each streamed fragment repeats).
+func (st *State) asideToolCall(tc toolCallDelta) {
+	if tc.Function.Name != "" && !st.calls[tc.Index] {
+		st.calls[tc.Index] = true
+		st.Aside.WriteString(`{"name": "`)
+		st.Aside.WriteString(tc.Function.Name)
+		st.Aside.WriteString(`", "arguments": `)
+	}
+	st.Aside.WriteString(tc.Function.Arguments)
 }
 
 // next waits for the job's next frame, at most the stall timeout: the ceiling until the job's
