@@ -230,8 +230,10 @@ type try struct {
 	// from and asideFrom are where the current job's answer starts in the relay's State.Text
 	// and State.Aside, for the coordinator's count of its tokens.
 	from, asideFrom int
-	checkpointed    time.Time     // when the request's bill was last checkpointed
-	running         meter.Running // the count of the current job's text, as checkpoints see it grow
+	checkpointed    time.Time // when the request's bill was last checkpointed
+	// running and runningAside count the current job's text and the rest of its answer as
+	// checkpoints see them grow.
+	running, runningAside meter.Running
 	// prompt is the buyer's request, whose prompt nodes' claims are checked against
 	// (checkPrompt): promptWords is its words with a template's slack, promptBound the most
 	// tokens it may be billed, and stopBound its longest stop string's tokens, each -1 until
@@ -303,7 +305,7 @@ func (g *Gateway) work(t *try, st *relay.State, job *fleet.Job, used protocol.Us
 	pv := g.checkPrompt(t, model, w.PromptTokens, extra)
 	w.PromptTokens = pv.Billed
 	w.Overclaimed = complete && (v.Inflated || pv.Inflated)
-	if complete && !v.Clamped && !pv.Clamped && trusted(n.Level()) && aside == "" {
+	if complete && !v.Inflated && !pv.Inflated && trusted(n.Level()) && aside == "" {
 		// An honest answer of a verified node teaches the meter the model's ratio, where its
 		// family's tokenizer is unknown.
 		g.meter.Learn(model, n.AccountID, claim, text)
@@ -329,7 +331,7 @@ func trusted(level string) bool { return level == store.LevelVerified || level =
 // relay relays one node's answer to the buyer. It returns the answer's bill when the answer
 // ended whole (the bill is priced before its end is written), nil otherwise.
 func (g *Gateway) relay(r *http.Request, c *call, job *fleet.Job, t *try, st *relay.State, sink relay.Sink, u *store.Usage) (relay.Result, *ledger.Bill) {
-	t.from, t.asideFrom, t.running = st.Text.Len(), st.Aside.Len(), meter.Running{}
+	t.from, t.asideFrom, t.running, t.runningAside = st.Text.Len(), st.Aside.Len(), meter.Running{}, meter.Running{}
 	var bill *ledger.Bill
 	price := func(used protocol.Usage, pieces, delivered int) (protocol.Usage, money.Nanos) {
 		bill = g.cfg.Ledger.Price(c.id, t.bounds, append(slices.Clip(t.parts), g.work(t, st, job, used, pieces, delivered, true)))
@@ -360,7 +362,7 @@ func (g *Gateway) checkpoint(c *call, t *try, st *relay.State, job *fleet.Job, u
 	text, aside := st.Text.String()[t.from:], st.Aside.String()[t.asideFrom:]
 	completion := pieces
 	if completion <= 0 || completion > meter.Words(text)+meter.Words(aside)+1 { // none said, or maybe too many
-		bound := t.running.Bound(g.meter, job.Offer.Model, text) + g.meter.Bound(job.Offer.Model, aside) + 1
+		bound := t.running.Bound(g.meter, job.Offer.Model, text) + t.runningAside.Bound(g.meter, job.Offer.Model, aside) + 1
 		if completion <= 0 || completion > bound {
 			completion = bound
 		}

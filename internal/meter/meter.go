@@ -176,7 +176,9 @@ const DefaultRatio = 1.25
 // len(samples.ring). A provider's ratio is the median of its samples; the model's is the
 // lowest of its providers' (all honest nodes of a model share its tokenizer, and the lowest
 // is the buyers' side), with a margin, within [1, maxRatio]. With a single provider known, it
-// stays at most DefaultRatio: one provider alone cannot raise its own bound.
+// stays at most DefaultRatio: one provider alone cannot raise its own bound. Flags use the
+// providers' median instead, never below DefaultRatio: a provider claiming less than its
+// tokens lowers what all are billed, not the bar its rivals are flagged at.
 const (
 	minSamples   = 8
 	learnEvery   = 16
@@ -203,7 +205,10 @@ type Meter struct {
 
 type model struct {
 	providers map[string]*samples
-	ratio     float64 // the ratio bounds use; 0 until a provider has minSamples
+	ratio     float64 // the ratio bills use; 0 until a provider has minSamples
+	// flag is the ratio flags use: the providers' median, never below DefaultRatio, so that
+	// a provider claiming less than its tokens cannot have its rivals flagged.
+	flag float64
 }
 
 type samples struct {
@@ -244,14 +249,21 @@ func (m *Meter) Check(modelName string, claim, special int, texts ...string) Ver
 	if claim <= words {
 		return Verdict{Billed: claim}
 	}
-	bound := special
+	f := FamilyOf(modelName)
+	ratio, flagRatio := 1.0, 1.0
+	if f == Unknown {
+		ratio, flagRatio = m.ratios(modelName)
+	}
+	bound, flag := special, special
 	for _, t := range texts {
-		bound += m.Bound(modelName, t)
+		n := Count(f, t)
+		bound += int(float64(n)*ratio + 0.999)
+		flag += int(float64(n)*flagRatio + 0.999)
 	}
 	if claim <= bound {
 		return Verdict{Billed: claim}
 	}
-	return Verdict{Billed: bound, Clamped: true, Inflated: float64(claim) > float64(bound)*flagMargin+flagSlack}
+	return Verdict{Billed: bound, Clamped: true, Inflated: float64(claim) > float64(flag)*flagMargin+flagSlack}
 }
 
 // Bound is the most tokens text can hold for a model: its family tokenizer's count, or the
@@ -267,17 +279,26 @@ func (m *Meter) Bound(modelName, text string) int {
 
 // Ratio returns the multiple of the cl100k count that bounds a model of unknown family.
 func (m *Meter) Ratio(modelName string) float64 {
+	r, _ := m.ratios(modelName)
+	return r
+}
+
+// ratios returns the multiples of the cl100k count that bound a model of unknown family for
+// its bills and for flags.
+func (m *Meter) ratios(modelName string) (bill, flag float64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if md := m.models[modelName]; md != nil && md.ratio > 0 {
-		return md.ratio
+		return md.ratio, md.flag
 	}
-	return DefaultRatio
+	return DefaultRatio, DefaultRatio
 }
 
 // Learn records the claim of a verified node of provider serving model, for text it
-// delivered and that was billed as claimed. It learns only for models of unknown family, and
-// samples: most calls return at once.
+// delivered, that was not flagged (a claim cut to the bound is learned too, so that a
+// model whose tokenizer makes more than the bound allows can raise it once two providers
+// agree). It learns only for models of unknown family, and samples: most calls return at
+// once.
 func (m *Meter) Learn(modelName, provider string, claim int, text string) {
 	if FamilyOf(modelName) != Unknown || claim <= 0 {
 		return
@@ -320,24 +341,21 @@ func (m *Meter) Learn(modelName, provider string, claim int, text string) {
 	p.ring[p.next] = x
 	p.next = (p.next + 1) % len(p.ring)
 	p.n = min(p.n+1, len(p.ring))
-	md.ratio = 0
-	known := 0
+	var medians []float64
 	for _, q := range md.providers {
-		if q.n < minSamples {
-			continue
-		}
-		known++
-		if r := q.median(); md.ratio == 0 || r < md.ratio {
-			md.ratio = r
+		if q.n >= minSamples {
+			medians = append(medians, q.median())
 		}
 	}
-	if known == 0 {
+	if len(medians) == 0 {
 		return
 	}
-	md.ratio = min(max(md.ratio*margin, 1), maxRatio)
-	if known == 1 {
+	slices.Sort(medians)
+	md.ratio = min(max(medians[0]*margin, 1), maxRatio)
+	if len(medians) == 1 {
 		md.ratio = min(md.ratio, DefaultRatio)
 	}
+	md.flag = max(min(medians[len(medians)/2]*margin, maxRatio), md.ratio, DefaultRatio)
 }
 
 // Running counts a text that grows, an answer while it streams: each call of Bound counts
@@ -359,10 +377,12 @@ func (r *Running) Bound(m *Meter, model, text string) int {
 			break
 		}
 	}
-	if cut == r.upto && len(text)-r.upto > 4<<10 {
-		cut = r.upto + split(text[r.upto:], 4<<10)
-	}
 	if cut > r.upto {
+		r.n += m.Bound(model, text[r.upto:cut])
+		r.upto = cut
+	}
+	for len(text)-r.upto > 4<<10 { // no place to cut as the tokenizers do
+		cut = r.upto + split(text[r.upto:], 4<<10)
 		r.n += m.Bound(model, text[r.upto:cut])
 		r.upto = cut
 	}

@@ -337,3 +337,19 @@ func TestRunning(t *testing.T) {
 		}
 	}
 }
+
+// A provider that claims fewer tokens than its nodes make lowers what every provider of the
+// model is billed, not the bar its rivals are flagged at.
+func TestLearn_UnderClaimerFlagsNobody(t *testing.T) {
+	m := New()
+	s := "Rivers carry water from the mountains to the sea, shaping valleys over many thousands of years."
+	n := Count(Unknown, s)
+	for range 20 {
+		m.Learn("tiny", "acct_rival", int(0.8*float64(n)), s)
+		m.Learn("tiny", "acct_honest", int(1.2*float64(n)), s)
+	}
+	v := m.Check("tiny", int(1.2*float64(Count(Unknown, s))), 1, s)
+	if v.Inflated {
+		t.Errorf("the honest provider's claim was flagged: %+v (ratio %.2f)", v, m.Ratio("tiny"))
+	}
+}
