@@ -100,19 +100,36 @@ func New(cfg Config) *Fleet {
 	}
 }
 
-// admits refuses a new node of an account that has MaxNodesPerAccount nodes connected
-// already (a node reconnecting replaces itself: it is admitted).
-func (f *Fleet) admits(n *Node) error {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.admitsLocked(n)
+// reserve holds a place for a new node among its account's nodes, or refuses it when its
+// account has MaxNodesPerAccount nodes connected or connecting already: before the node is
+// recorded, so that a refused node leaves nothing. A node reconnecting takes its own place
+// (add replaces it). release gives a place not taken by add back; it may be called after add,
+// and then does nothing.
+func (f *Fleet) reserve(n *Node) (release func(), err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.nodes[n.ID] != nil {
+		return func() {}, nil
+	}
+	if f.accounts[n.AccountID] >= f.cfg.MaxNodesPerAccount {
+		return nil, refuse("too many nodes for this provider: %d connected", f.cfg.MaxNodesPerAccount)
+	}
+	f.accounts[n.AccountID]++
+	n.reserved = true
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if n.reserved {
+			n.reserved = false
+			f.uncount(n.AccountID)
+		}
+	}, nil
 }
 
-func (f *Fleet) admitsLocked(n *Node) error {
-	if f.nodes[n.ID] == nil && f.accounts[n.AccountID] >= f.cfg.MaxNodesPerAccount {
-		return refuse("too many nodes for this provider: %d connected", f.cfg.MaxNodesPerAccount)
+func (f *Fleet) uncount(account string) {
+	if f.accounts[account]--; f.accounts[account] <= 0 {
+		delete(f.accounts, account)
 	}
-	return nil
 }
 
 // Offers returns the offers of connected nodes for a model, a snapshot the caller may keep.
@@ -277,14 +294,19 @@ func (f *Fleet) add(n *Node) (replaced *Node, err error) {
 	if f.closed {
 		return nil, errCoordinatorClosing
 	}
-	if err := f.admitsLocked(n); err != nil {
-		return nil, err
-	}
 	replaced = f.nodes[n.ID]
+	switch {
+	case replaced != nil && n.reserved: // its predecessor came back meanwhile: one place
+		f.uncount(n.AccountID)
+	case replaced == nil && !n.reserved: // its predecessor left meanwhile: a place of its own
+		if f.accounts[n.AccountID] >= f.cfg.MaxNodesPerAccount {
+			return nil, refuse("too many nodes for this provider: %d connected", f.cfg.MaxNodesPerAccount)
+		}
+		f.accounts[n.AccountID]++
+	}
+	n.reserved = false
 	if replaced != nil {
 		f.unindex(replaced)
-	} else {
-		f.accounts[n.AccountID]++
 	}
 	f.nodes[n.ID] = n
 	for _, o := range n.Offers {
@@ -302,9 +324,7 @@ func (f *Fleet) remove(n *Node) {
 		return
 	}
 	delete(f.nodes, n.ID)
-	if f.accounts[n.AccountID]--; f.accounts[n.AccountID] <= 0 {
-		delete(f.accounts, n.AccountID)
-	}
+	f.uncount(n.AccountID)
 	f.unindex(n)
 	f.notify()
 }
@@ -439,8 +459,9 @@ type Node struct {
 	// Selftest is true for a node that connected only to be checked: it is in no ranking.
 	Selftest bool
 
-	sess  *session
-	rtt   atomic.Int64 // nanoseconds, moving average
+	sess     *session
+	reserved bool // it holds a place among its account's nodes, not in the fleet yet (Fleet.mu)
+	rtt      atomic.Int64 // nanoseconds, moving average
 	state atomic.Pointer[nodeState]
 	level atomic.Pointer[string] // store.Level*
 	score atomic.Uint64          // math.Float64bits of the reputation score; 0: none yet

@@ -283,3 +283,46 @@ func TestHostileNode_MalformedToolCalls(t *testing.T) {
 		t.Errorf("usage %+v; want an error that cost nothing", u)
 	}
 }
+
+// Handshakes at the same time count against the limit as they start: of many nodes of one
+// account connecting at once, only as many as the limit allows join, and only they are
+// recorded.
+func TestHostileNode_NodesPerAccountConcurrent(t *testing.T) {
+	const limit, tries = 4, 12
+	env := testenv.New(t, testenv.Options{Providers: 1, MaxNodesPerAccount: limit})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	hs := make([]*testenv.Hostile, tries)
+	for i := range hs {
+		h, err := env.DialHostile(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs[i] = h
+	}
+	joined := make(chan bool, tries)
+	for _, h := range hs {
+		go func() {
+			_, err := h.Register(ctx, honestRegister("hostile/many"))
+			joined <- err == nil
+		}()
+	}
+	n := 0
+	for range tries {
+		if <-joined {
+			n++
+		}
+	}
+	if n != limit-1 { // the network's own agent holds one place
+		t.Errorf("%d nodes joined; want %d", n, limit-1)
+	}
+	recorded := 0
+	for _, h := range hs {
+		if _, err := env.Store.Node(ctx, h.NodeID); err == nil {
+			recorded++
+		}
+	}
+	if recorded != n {
+		t.Errorf("%d nodes recorded; want the %d that joined", recorded, n)
+	}
+}

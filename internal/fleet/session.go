@@ -117,6 +117,9 @@ type session struct {
 	// clamps are the fields of the node's frames clamped to a limit so far, each logged once.
 	// Only the reader touches it.
 	clamps map[string]bool
+	// release gives back the node's place among its account's nodes if it never joined the
+	// fleet (Fleet.reserve); nil until one is held.
+	release func()
 
 	mu       sync.Mutex
 	jobs     map[string]*Job
@@ -136,6 +139,11 @@ func (s *session) nodeID() string {
 }
 
 func (s *session) run(ctx context.Context, accountID string) error {
+	defer func() {
+		if s.release != nil {
+			s.release() // a place the node never took in the fleet
+		}
+	}()
 	node, err := s.handshake(ctx, accountID)
 	if err != nil {
 		s.close(err)
@@ -234,10 +242,15 @@ func (s *session) handshake(ctx context.Context, accountID string) (*Node, error
 		if err := s.owned(ctx, node); err != nil {
 			return nil, err
 		}
-	} else if err := s.fleet.admits(node); err != nil {
-		return nil, err // before its record: a refused node leaves none
-	} else if err := s.record(ctx, node, reg, now); err != nil {
-		return nil, err
+	} else {
+		release, err := s.fleet.reserve(node) // before its record: a refused node leaves none
+		if err != nil {
+			return nil, err
+		}
+		s.release = release
+		if err := s.record(ctx, node, reg, now); err != nil {
+			return nil, err
+		}
 	}
 	s.lastSeen = now
 	return node, nil
