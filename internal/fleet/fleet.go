@@ -460,11 +460,11 @@ type Node struct {
 	Selftest bool
 
 	sess     *session
-	reserved bool // it holds a place among its account's nodes, not in the fleet yet (Fleet.mu)
+	reserved bool         // it holds a place among its account's nodes, not in the fleet yet (Fleet.mu)
 	rtt      atomic.Int64 // nanoseconds, moving average
-	state atomic.Pointer[nodeState]
-	level atomic.Pointer[string] // store.Level*
-	score atomic.Uint64          // math.Float64bits of the reputation score; 0: none yet
+	state    atomic.Pointer[nodeState]
+	level    atomic.Pointer[string] // store.Level*
+	score    atomic.Uint64          // math.Float64bits of the reputation score; 0: none yet
 }
 
 // Score returns the node's reputation score in [0, 1], or 0 before it is computed.
