@@ -75,6 +75,9 @@ type provOffer struct {
 	MaxConcurrent, Running  int
 	Continues, Warm         bool
 	InputPrice, OutputPrice money.Price
+	// Level is the model's own level on the node (store.Level*), while the node is connected;
+	// "" offline.
+	Level string
 }
 
 // pageAccount is the account whose pages the request shows: the logged-in user's.
@@ -191,7 +194,7 @@ func (c *Console) liveNode(n *store.Node) provNode {
 	}
 	for _, o := range live.Offers {
 		po := offerOf(o.Offer)
-		po.Running, po.Warm = o.Running(), o.Warm()
+		po.Running, po.Warm, po.Level = o.Running(), o.Warm(), o.OwnLevel()
 		v.Running += po.Running
 		v.Offers = append(v.Offers, po)
 	}

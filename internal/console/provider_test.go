@@ -264,6 +264,9 @@ func TestProvider_TokenNodeTelemetryEarnings(t *testing.T) {
 	if s := elementText(t, page, "node-status"); !strings.Contains(s, "Online") || !strings.Contains(s, "Verified") {
 		t.Errorf("#node-status %q: want online and verified", s)
 	}
+	if s := elementText(t, page, "offers"); !strings.Contains(s, "Verified") {
+		t.Errorf("#offers %q: want each model's own level, verified", s)
+	}
 	tel := elementText(t, page, "telemetry")
 	for _, want := range []string{"61 °C", "212 W", "450 W", "37%", "9,000 MiB", "24,564 MiB"} {
 		if !strings.Contains(tel, want) {

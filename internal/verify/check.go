@@ -173,6 +173,19 @@ func (p *Prober) seenThinking(n *fleet.Node, model string) bool {
 	return p.thinks[thinkingKey(n, model)]
 }
 
+// maxRemembered bounds the nodes' models the prober remembers reasoning or cut short.
+const maxRemembered = 1 << 16
+
+// rememberThinking records that a node's model reasons; p.mu is held. When nodes and models
+// churned past maxRemembered, it forgets them all rather than grow.
+func (p *Prober) rememberThinking(k string) {
+	if len(p.thinks) >= maxRemembered {
+		clear(p.thinks)
+		clear(p.cuts)
+	}
+	p.thinks[k] = true
+}
+
 // cutShort records a reference-free test of the node's model cut by max_tokens before it
 // answered, and returns how many checks in a row were so with the larger max_tokens (thinks);
 // one cut with the smaller gives the model the larger from then on, and does not count.
@@ -180,7 +193,7 @@ func (p *Prober) cutShort(n *fleet.Node, model string, thinks bool) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	k := thinkingKey(n, model)
-	p.thinks[k] = true
+	p.rememberThinking(k)
 	if !thinks {
 		return 0
 	}
@@ -196,7 +209,7 @@ func (p *Prober) answered(n *fleet.Node, model string, thought bool) {
 	k := thinkingKey(n, model)
 	delete(p.cuts, k)
 	if thought {
-		p.thinks[k] = true
+		p.rememberThinking(k)
 	}
 }
 
