@@ -437,7 +437,7 @@ func (p *Provider) validate() error {
 // must be a [protocol.ValidRegion]. A valid region is kept lower-cased, as the coordinator
 // keeps it; an invalid one is left as written, so that the error names where it came from.
 func (p *Provider) validateRegion() error {
-	region := asciiLower(p.Region)
+	region := protocol.NormalRegion(p.Region)
 	if !protocol.ValidRegion(region) {
 		return &FieldError{"region", fmt.Sprintf("%q is not a region: want an ISO country code such as de or us, "+
 			"or lower-case letters and digits in words joined by hyphens, beginning with a letter, such as eu or eu-west "+
@@ -445,17 +445,6 @@ func (p *Provider) validateRegion() error {
 	}
 	p.Region = region
 	return nil
-}
-
-// asciiLower lower-cases the ASCII letters of s, and nothing else (as the coordinator does:
-// strings.ToLower would turn the Kelvin sign into a k).
-func asciiLower(s string) string {
-	return strings.Map(func(r rune) rune {
-		if 'A' <= r && r <= 'Z' {
-			return r + ('a' - 'A')
-		}
-		return r
-	}, s)
 }
 
 func (p *Provider) validateOffers() []error {

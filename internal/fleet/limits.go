@@ -68,7 +68,7 @@ func checkRegister(reg *protocol.Register) error {
 	if n := len(reg.Region); n > protocol.MaxRegionBytes {
 		return refuse("region too long: %d > %d bytes", n, protocol.MaxRegionBytes)
 	}
-	reg.Region = asciiLower(reg.Region)
+	reg.Region = protocol.NormalRegion(reg.Region)
 	if !protocol.ValidRegion(reg.Region) {
 		return refuse("invalid region %s: want a code such as de, eu or eu-west", quote(reg.Region))
 	}
@@ -146,22 +146,6 @@ func checkOffers(offers []protocol.Offer) error {
 		seen[o.Model] = true
 	}
 	return nil
-}
-
-// asciiLower lower-cases the ASCII letters of s.
-func asciiLower(s string) string {
-	for i := 0; i < len(s); i++ {
-		if 'A' <= s[i] && s[i] <= 'Z' {
-			b := []byte(s)
-			for j := i; j < len(b); j++ {
-				if 'A' <= b[j] && b[j] <= 'Z' {
-					b[j] += 'a' - 'A'
-				}
-			}
-			return string(b)
-		}
-	}
-	return s
 }
 
 // checkHeartbeat refuses a heartbeat over the limits, and clamps its pause reason and its

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"strings"
 	"unicode/utf8"
 )
 
@@ -106,6 +107,17 @@ func ValidRegion(region string) bool {
 		}
 	}
 	return true
+}
+
+// NormalRegion is region as the coordinator takes it: its ASCII letters lower-cased, and
+// nothing else (strings.ToLower would turn the Kelvin sign into a k, a valid region).
+func NormalRegion(region string) string {
+	return strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + ('a' - 'A')
+		}
+		return r
+	}, region)
 }
 
 // Clip returns s cut to at most n bytes between two characters, ending in "…" when cut, for
