@@ -16,19 +16,36 @@ import (
 	"github.com/shareai/shareai/internal/testenv"
 )
 
-// serve answers the hostile node's jobs until ctx ends, each with the next of texts, claiming
-// usage(text) tokens.
-func serve(ctx context.Context, h *testenv.Hostile, texts []string, usage func(string) int) {
+// joined connects a hostile node serving models and registers it.
+func joined(ctx context.Context, t *testing.T, env *testenv.Env, models ...string) *testenv.Hostile {
+	t.Helper()
+	h, err := env.DialHostile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Register(ctx, honestRegister(models...)); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// answer answers the hostile node's jobs until ctx ends, the i-th with the frames of
+// frames(job, i).
+func answer(ctx context.Context, h *testenv.Hostile, frames func(job string, i int) []protocol.Frame) {
 	for i := 0; ; i++ {
 		job, err := h.NextJob(ctx)
 		if err != nil {
 			return
 		}
-		text := texts[i%len(texts)]
-		h.Send(ctx, protocol.Frame{Type: protocol.TypeDelta, Job: job.Job, Delta: &protocol.Delta{Text: text, Pieces: 1}},
-			protocol.Frame{Type: protocol.TypeEnd, Job: job.Job, End: &protocol.End{FinishReason: "stop",
-				Usage: protocol.Usage{PromptTokens: 12, CompletionTokens: usage(text)}}})
+		h.Send(ctx, frames(job.Job, i)...)
 	}
+}
+
+// text is the frames of an answer of text, whose node claims completion tokens.
+func text(job, text string, completion int) []protocol.Frame {
+	return []protocol.Frame{{Type: protocol.TypeDelta, Job: job, Delta: &protocol.Delta{Text: text, Pieces: 1}},
+		{Type: protocol.TypeEnd, Job: job, End: &protocol.End{FinishReason: "stop",
+			Usage: protocol.Usage{PromptTokens: 12, CompletionTokens: completion}}}}
 }
 
 // ask sends a buyer's chat request for model, routed to node only, and returns the answer
@@ -59,52 +76,43 @@ func TestHostileNode_InflatedClaims(t *testing.T) {
 	env := testenv.New(t, testenv.Options{Providers: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	const text = "Paris is the capital of France. It sits on the Seine, and three million people live in the city."
-	if len(text) != 96 {
-		t.Fatalf("the answer is %d bytes, want 96", len(text))
+	const answerText = "Paris is the capital of France. It sits on the Seine, and three million people live in the city."
+	if len(answerText) != 96 {
+		t.Fatalf("the answer is %d bytes, want 96", len(answerText))
 	}
 	for _, tt := range []struct {
 		model  string
 		honest int     // the tokens an honest node of the model would claim
 		most   float64 // the most the buyer may pay, as a multiple of it
 	}{
-		{"hostile/llama-3.1-8b", meter.Count(meter.Llama3, text), 1.10},
-		{"hostile/mystery-7b", meter.Count(meter.Unknown, text), 1.25}, // a family the meter does not know
+		{"hostile/llama-3.1-8b", meter.Count(meter.Llama3, answerText), 1.10},
+		{"hostile/mystery-7b", meter.Count(meter.Unknown, answerText), 1.25}, // a family the meter does not know
 	} {
 		t.Run(tt.model, func(t *testing.T) {
 			if meter.FamilyOf(tt.model) == meter.Unknown {
 				// A verified node serving the model answers honestly first: its tokenizer
 				// makes as many tokens as cl100k's.
-				honest, err := env.DialHostile(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := honest.Register(ctx, honestRegister(tt.model)); err != nil {
-					t.Fatal(err)
-				}
+				honest := joined(ctx, t, env, tt.model)
 				corpus := []string{
 					"Rivers carry water from the mountains to the sea, shaping valleys over many thousands of years.",
 					"A good answer is short, clear and honest about what it does not know, and it names its sources.",
 					"Winter mornings in the city are quiet; the first trams run empty, and the bakeries open early.",
 				}
-				go serve(ctx, honest, corpus, func(s string) int { return meter.Count(meter.Unknown, s) })
+				go answer(ctx, honest, func(job string, i int) []protocol.Frame {
+					s := corpus[i%len(corpus)]
+					return text(job, s, meter.Count(meter.Unknown, s))
+				})
 				for range 10 {
 					ask(t, env, tt.model, honest.NodeID)
 				}
 			}
-			h, err := env.DialHostile(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := h.Register(ctx, honestRegister(tt.model)); err != nil {
-				t.Fatal(err)
-			}
-			go serve(ctx, h, []string{text}, func(string) int { return 97 })
+			h := joined(ctx, t, env, tt.model)
+			go answer(ctx, h, func(job string, _ int) []protocol.Frame { return text(job, answerText, 97) })
 			const requests = 3
 			for range requests {
 				got, billed := ask(t, env, tt.model, h.NodeID)
-				if got != text {
-					t.Fatalf("answer %q, want the node's %q", got, text)
+				if got != answerText {
+					t.Fatalf("answer %q, want the node's %q", got, answerText)
 				}
 				t.Logf("honest %d tokens, claimed 97, billed %d", tt.honest, billed)
 				if float64(billed) > tt.most*float64(tt.honest) {
@@ -126,24 +134,8 @@ func TestHostileNode_GarbageNeverVerified(t *testing.T) {
 	env := testenv.New(t, testenv.Options{Providers: 1, Onboard: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	h, err := env.DialHostile(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.Register(ctx, honestRegister("sim/llama-3.1-8b", "hostile/new-model")); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		for {
-			job, err := h.NextJob(ctx)
-			if err != nil {
-				return
-			}
-			h.Send(ctx, protocol.Frame{Type: protocol.TypeDelta, Job: job.Job, Delta: &protocol.Delta{Text: "hello world", Pieces: 2}},
-				protocol.Frame{Type: protocol.TypeEnd, Job: job.Job, End: &protocol.End{FinishReason: "stop",
-					Usage: protocol.Usage{PromptTokens: 5, CompletionTokens: 2}}})
-		}
-	}()
+	h := joined(ctx, t, env, "sim/llama-3.1-8b", "hostile/new-model")
+	go answer(ctx, h, func(job string, _ int) []protocol.Frame { return text(job, "hello world", 2) })
 	testenv.WaitFor(t, "both models' onboarding checks to fail", func() bool {
 		checks, _ := env.Store.NodeChecks(ctx, h.NodeID, 100)
 		failed := map[string]int{}
@@ -218,22 +210,10 @@ func TestHostileNode_CancelledAtOnce(t *testing.T) {
 	env := testenv.New(t, testenv.Options{Providers: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	h, err := env.DialHostile(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.Register(ctx, honestRegister("hostile/cancels")); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		for {
-			job, err := h.NextJob(ctx)
-			if err != nil {
-				return
-			}
-			h.Send(ctx, protocol.Frame{Type: protocol.TypeEnd, Job: job.Job, End: &protocol.End{FinishReason: protocol.FinishCancelled}})
-		}
-	}()
+	h := joined(ctx, t, env, "hostile/cancels")
+	go answer(ctx, h, func(job string, _ int) []protocol.Frame {
+		return []protocol.Frame{{Type: protocol.TypeEnd, Job: job, End: &protocol.End{FinishReason: protocol.FinishCancelled}}}
+	})
 	resp := env.Post("/chat/completions", `{"model":"hostile/cancels","messages":[{"role":"user","content":"hi"}]}`)
 	resp.Body.Close()
 	if resp.StatusCode == http.StatusOK {
@@ -251,24 +231,12 @@ func TestHostileNode_MalformedToolCalls(t *testing.T) {
 	env := testenv.New(t, testenv.Options{Providers: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	h, err := env.DialHostile(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.Register(ctx, honestRegister("hostile/tools")); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		for {
-			job, err := h.NextJob(ctx)
-			if err != nil {
-				return
-			}
-			h.Send(ctx, protocol.Frame{Type: protocol.TypeDelta, Job: job.Job, Delta: &protocol.Delta{Text: long(1000), Pieces: 1}},
-				protocol.Frame{Type: protocol.TypeDelta, Job: job.Job, Delta: &protocol.Delta{ToolCalls: json.RawMessage(`{"x":1}`), Pieces: 1}},
-				protocol.Frame{Type: protocol.TypeEnd, Job: job.Job, End: &protocol.End{FinishReason: "stop", Usage: protocol.Usage{PromptTokens: 10, CompletionTokens: 200}}})
-		}
-	}()
+	h := joined(ctx, t, env, "hostile/tools")
+	go answer(ctx, h, func(job string, _ int) []protocol.Frame {
+		bad := protocol.Frame{Type: protocol.TypeDelta, Job: job, Delta: &protocol.Delta{ToolCalls: json.RawMessage(`{"x":1}`), Pieces: 1}}
+		delta, end := text(job, long(1000), 200)[0], text(job, "", 200)[1]
+		return []protocol.Frame{delta, bad, end}
+	})
 	resp := env.Post("/chat/completions", `{"model":"hostile/tools","messages":[{"role":"user","content":"hi"}]}`)
 	resp.Body.Close()
 	if resp.StatusCode == http.StatusOK {
