@@ -55,6 +55,13 @@ func textProblem(s string, max int) string {
 	return ""
 }
 
+// boundedText is a string a node sent, what it is, and the most bytes it may hold.
+type boundedText struct {
+	what string
+	s    string
+	max  int
+}
+
 // checkRegister refuses a registration over the protocol's limits, or with an offer that makes
 // no sense. It lower-cases the region's ASCII letters.
 func checkRegister(reg *protocol.Register) error {
@@ -72,11 +79,7 @@ func checkRegister(reg *protocol.Register) error {
 	if !protocol.ValidRegion(reg.Region) {
 		return refuse("invalid region %s: want a code such as de, eu or eu-west", quote(reg.Region))
 	}
-	texts := []struct {
-		what string
-		s    string
-		max  int
-	}{
+	texts := []boundedText{
 		{"name", reg.Name, protocol.MaxNameBytes},
 		{"agent version", reg.Agent, protocol.MaxTagBytes},
 		{"engine", reg.Engine, protocol.MaxTagBytes},
@@ -99,11 +102,7 @@ func checkRegister(reg *protocol.Register) error {
 		if g.VRAMMiB < 0 {
 			return refuse("gpu %d: negative vram", i)
 		}
-		for _, t := range [...]struct {
-			what string
-			s    string
-			max  int
-		}{
+		for _, t := range [...]boundedText{
 			{"name", g.Name, protocol.MaxHardwareNameBytes},
 			{"vendor", g.Vendor, protocol.MaxTagBytes},
 			{"uuid", g.UUID, protocol.MaxTagBytes},
