@@ -237,10 +237,9 @@ type try struct {
 	// prompt is the buyer's request, whose prompt nodes' claims are checked against
 	// (checkPrompt): promptWords is its words with a template's slack, promptBound the most
 	// tokens it may be billed, and stopBound its longest stop string's tokens, each -1 until
-	// counted; promptText is what is counted, promptMedia whether it holds images or audio.
+	// counted; promptMedia says whether it holds images or audio, once counted.
 	prompt                              *protocol.Request
 	promptWords, promptBound, stopBound int
-	promptText                          promptText
 	promptMedia                         bool
 	ended                               atomic.Bool // the request has ended: a checkpoint still queued is dropped
 }

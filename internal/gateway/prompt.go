@@ -97,27 +97,24 @@ func readPrompt(req *protocol.Request) promptText {
 // 0), or a continuing node's, which read the partial answer too (extra: its tokens, as
 // billed). The bound is the meter's count of the prompt's text, with a chat template's slack;
 // a request with media is not bounded here (Ledger.Price bounds it by its size). A claim
-// within the prompt's words and the slack (every honest claim of the simulated engine) needs
-// no count; the count is made once a request.
+// within the words of the request's JSON and the slack (every honest claim of the simulated
+// engine) is taken without decoding the messages: their JSON has no more words than their
+// texts, but for a few keys a message, which the slack per message outweighs. Else the
+// messages are decoded and counted, once a request.
 func (g *Gateway) checkPrompt(t *try, model string, claim, extra int) meter.Verdict {
+	req := t.prompt
 	if t.promptWords < 0 {
-		p := readPrompt(t.prompt)
-		t.promptMedia = p.media > 0
-		slack := promptSlack + promptPerMessage*p.messages
-		if p.tools != "" {
-			slack += promptSlackTools
+		t.promptWords = promptSlack + meter.Words(string(req.Messages)) + meter.Words(req.Prompt)
+		if len(req.Tools) > 0 {
+			t.promptWords += promptSlackTools + 2*meter.Words(string(req.Tools))
 		}
-		t.promptWords = slack + 2*meter.Words(p.tools)
-		for _, s := range p.texts {
-			t.promptWords += meter.Words(s)
-		}
-		t.promptText = p
 	}
-	if t.promptMedia || claim <= t.promptWords+extra {
+	if claim <= t.promptWords+extra {
 		return meter.Verdict{Billed: claim}
 	}
 	if t.promptBound < 0 {
-		p := t.promptText
+		p := readPrompt(req)
+		t.promptMedia = p.media > 0
 		t.promptBound = promptSlack + promptPerMessage*p.messages
 		if p.tools != "" {
 			t.promptBound += promptSlackTools + 2*g.meter.Bound(model, p.tools)
@@ -125,7 +122,9 @@ func (g *Gateway) checkPrompt(t *try, model string, claim, extra int) meter.Verd
 		for _, s := range p.texts {
 			t.promptBound += g.meter.Bound(model, s)
 		}
-		t.promptText = promptText{} // counted: its strings can go
+	}
+	if t.promptMedia {
+		return meter.Verdict{Billed: claim}
 	}
 	return g.meter.Check(model, claim, t.promptBound+extra) // the bound as special: no text to count
 }
