@@ -39,6 +39,9 @@ type ChatRequest struct {
 type Routing struct {
 	Provider json.RawMessage `json:"provider"`
 	Models   []string        `json:"models"`
+	// ServiceTier is OpenAI's service_tier: "priority" (gold), "default" or "auto" (silver),
+	// "flex" (bronze); "" takes the key's default (see package tier).
+	ServiceTier string `json:"service_tier"`
 }
 
 // CompletionRequest is the body of POST /v1/completions (legacy text completions).
