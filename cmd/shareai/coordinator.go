@@ -77,6 +77,7 @@ then the environment, then these flags; see docs/configuration.md.`); err != nil
 		StallTimeout: cfg.StallTimeout, ReceiptKey: key, ProbeEvery: cfg.ProbeEvery, TrustNewNodes: cfg.TrustNewNodes,
 		MaxNodesPerAccount: cfg.MaxNodesPerAccount,
 		KeyLimits:          cfg.Limits.KeyLimits(), MaxTokensLimit: cfg.Limits.MaxTokens,
+		Queue: cfg.Capacity.Queue(), TierPrices: cfg.Capacity.Multipliers(),
 		TracerProvider: tp,
 	})
 	ln, err := net.Listen("tcp", cfg.Addr)

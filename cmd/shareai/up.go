@@ -60,6 +60,7 @@ the environment, then these flags; see docs/configuration.md.`); err != nil {
 		InputPrice: in, OutputPrice: out, FeeBasisPoints: fee, SettlementDelay: cfg.Money.SettlementDelay,
 		DefaultMaxTokens: cfg.Money.DefaultMaxTokens, Credit: credit,
 		KeyLimits: cfg.Limits.KeyLimits(), MaxTokensLimit: cfg.Limits.MaxTokens,
+		Queue: cfg.Capacity.Queue(), TierPrices: cfg.Capacity.Multipliers(),
 		DataDir: cfg.DataDir, Addr: cfg.Addr, Providers: cfg.Providers, MaxConcurrent: cfg.MaxConcurrent,
 		Version: version, Log: log, TracerProvider: tp,
 		NewEngine: func(int) (engine.Engine, error) {

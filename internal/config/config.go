@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/queue"
 	"github.com/shareai/shareai/internal/store"
+	"github.com/shareai/shareai/internal/tier"
 )
 
 // FieldError is one invalid setting.
@@ -150,6 +152,7 @@ type Coordinator struct {
 	Trace              Trace
 	Money              Money
 	Limits             Limits
+	Capacity           Capacity
 	Log                Log
 }
 
@@ -232,6 +235,51 @@ func (l *Limits) Validate() error {
 	return errors.Join(errs...)
 }
 
+// Capacity is how requests wait for a free slot and what the service tiers cost.
+type Capacity struct {
+	QueueTimeout time.Duration // the longest a request waits for a slot
+	QueueLength  int           // requests waiting for one model, at most
+	QueuePerKey  int           // requests one API key has waiting, at most
+	TierPrices   string        // gold=1.5,silver=1,bronze=0.5
+}
+
+// Flags registers the capacity flags.
+func (c *Capacity) Flags(fs *flag.FlagSet) {
+	fs.DurationVar(&c.QueueTimeout, "queue-timeout", queue.DefaultTimeout, "the longest a request waits in the queue for a free node when every node that fits it is busy; then 503 with Retry-After")
+	fs.IntVar(&c.QueueLength, "queue-length", queue.DefaultLength, "the most requests waiting for one model; more get 503 with Retry-After")
+	fs.IntVar(&c.QueuePerKey, "queue-per-key", queue.DefaultPerKey, "the most requests one API key may have waiting, for all models together")
+	fs.StringVar(&c.TierPrices, "tier-prices", tier.DefaultMultipliers.String(), "the service tiers' price multipliers on nodes' asks: gold (service_tier priority), silver (default), bronze (flex)")
+}
+
+// Queue is the queue's configuration.
+func (c *Capacity) Queue() queue.Config {
+	return queue.Config{Timeout: c.QueueTimeout, Length: c.QueueLength, PerKey: c.QueuePerKey}
+}
+
+// Multipliers are the tiers' price multipliers.
+func (c *Capacity) Multipliers() tier.Multipliers {
+	m, _ := tier.ParseMultipliers(c.TierPrices)
+	return m
+}
+
+// Validate checks the settings.
+func (c *Capacity) Validate() error {
+	var errs []error
+	if c.QueueTimeout < 0 {
+		errs = append(errs, &FieldError{"queue-timeout", "must not be negative"})
+	}
+	if c.QueueLength < 1 {
+		errs = append(errs, &FieldError{"queue-length", "must be at least 1"})
+	}
+	if c.QueuePerKey < 1 {
+		errs = append(errs, &FieldError{"queue-per-key", "must be at least 1"})
+	}
+	if _, err := tier.ParseMultipliers(c.TierPrices); err != nil {
+		errs = append(errs, &FieldError{"tier-prices", err.Error()})
+	}
+	return errors.Join(errs...)
+}
+
 // Ask is a provider's price.
 type Ask struct {
 	Input, Output string // USD per million tokens
@@ -273,6 +321,7 @@ func (c *Coordinator) Flags(fs *flag.FlagSet) {
 	c.Trace.Flags(fs)
 	c.Money.Flags(fs)
 	c.Limits.Flags(fs)
+	c.Capacity.Flags(fs)
 	c.Log.Flags(fs)
 }
 
@@ -304,6 +353,7 @@ func (c *Coordinator) Validate() error {
 	errs = append(errs, c.Trace.Validate())
 	errs = append(errs, c.Money.Validate())
 	errs = append(errs, c.Limits.Validate())
+	errs = append(errs, c.Capacity.Validate())
 	return errors.Join(errs...)
 }
 
@@ -363,6 +413,7 @@ type Up struct {
 	MetricsAddr    string // where the coordinator's /metrics is served; empty: nowhere
 	Trace          Trace
 	Limits         Limits
+	Capacity       Capacity
 	Log            Log
 }
 
@@ -385,6 +436,7 @@ func (u *Up) Flags(fs *flag.FlagSet) {
 	u.Ask.Flags(fs)
 	u.Money.Flags(fs)
 	u.Limits.Flags(fs)
+	u.Capacity.Flags(fs)
 	u.Log.Flags(fs)
 }
 
@@ -417,5 +469,6 @@ func (u *Up) Validate() error {
 	errs = append(errs, u.Trace.Validate())
 	errs = append(errs, u.Money.Validate())
 	errs = append(errs, u.Limits.Validate())
+	errs = append(errs, u.Capacity.Validate())
 	return errors.Join(errs...)
 }

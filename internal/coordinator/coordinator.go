@@ -28,8 +28,10 @@ import (
 	"github.com/shareai/shareai/internal/ledger"
 	"github.com/shareai/shareai/internal/metrics"
 	"github.com/shareai/shareai/internal/protocol"
+	"github.com/shareai/shareai/internal/queue"
 	"github.com/shareai/shareai/internal/reputation"
 	"github.com/shareai/shareai/internal/store"
+	"github.com/shareai/shareai/internal/tier"
 	"github.com/shareai/shareai/internal/verify"
 )
 
@@ -56,6 +58,9 @@ type Config struct {
 	// (default 32768). See gateway.Config.
 	KeyLimits      store.RateLimits
 	MaxTokensLimit int
+	// Queue and TierPrices are the gateway's (gateway.Config).
+	Queue      queue.Config
+	TierPrices tier.Multipliers
 	// ProbeEvery is the mean time between two canary probes of a node (default 10 minutes);
 	// ScoreEvery how often reputations are recomputed (default 1 minute); ProbeTick how often
 	// the prober looks for nodes to check (default 1s).
@@ -167,7 +172,7 @@ func New(cfg Config) *Coordinator {
 		Store:      cfg.Store, Fleet: c.Fleet, Ledger: c.Ledger, Log: cfg.Log,
 		MaxBodyBytes: cfg.MaxBodyBytes, KeyCacheTTL: cfg.KeyCacheTTL, StallTimeout: cfg.StallTimeout,
 		ReceiptKey: cfg.ReceiptKey, Metrics: c.Metrics, TracerProvider: cfg.TracerProvider,
-		Limits: cfg.KeyLimits, MaxTokensLimit: cfg.MaxTokensLimit,
+		Limits: cfg.KeyLimits, MaxTokensLimit: cfg.MaxTokensLimit, Queue: cfg.Queue, TierPrices: cfg.TierPrices,
 	})
 	metrics.RegisterFleet(cfg.Metrics, metrics.FleetView{Nodes: c.nodeSamples, Running: c.Fleet.Running})
 

@@ -26,8 +26,10 @@ import (
 	"github.com/shareai/shareai/internal/meter"
 	"github.com/shareai/shareai/internal/metrics"
 	"github.com/shareai/shareai/internal/protocol"
+	"github.com/shareai/shareai/internal/queue"
 	"github.com/shareai/shareai/internal/reputation"
 	"github.com/shareai/shareai/internal/store"
+	"github.com/shareai/shareai/internal/tier"
 	"github.com/shareai/shareai/internal/tracing"
 )
 
@@ -71,6 +73,10 @@ type Config struct {
 	Limits store.RateLimits
 	// MaxTokensLimit is the most max_tokens a request may ask for. Default 32768.
 	MaxTokensLimit int
+	// Queue bounds how requests wait for a free slot (queue.go); zero fields: the defaults.
+	Queue queue.Config
+	// TierPrices are the tiers' price multipliers on nodes' asks; zero: tier.DefaultMultipliers.
+	TierPrices tier.Multipliers
 	// Meter counts the tokens of the answers nodes deliver, to check their usage claims; nil:
 	// a meter of the gateway's own.
 	Meter *meter.Meter
@@ -116,6 +122,9 @@ func New(cfg Config) *Gateway {
 	cfg.Log = slog.New(LogHandler(cfg.Log.Handler())) // lines logged with a request's context carry its id
 	if cfg.ReceiptKey == nil {
 		_, cfg.ReceiptKey, _ = ed25519.GenerateKey(rand.Reader)
+	}
+	if cfg.TierPrices == (tier.Multipliers{}) {
+		cfg.TierPrices = tier.DefaultMultipliers
 	}
 	if cfg.MaxTokensLimit <= 0 {
 		cfg.MaxTokensLimit = 32768

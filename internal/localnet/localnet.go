@@ -26,8 +26,10 @@ import (
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
+	"github.com/shareai/shareai/internal/queue"
 	"github.com/shareai/shareai/internal/store"
 	"github.com/shareai/shareai/internal/store/sqlstore"
+	"github.com/shareai/shareai/internal/tier"
 )
 
 // Config configures a local network.
@@ -61,6 +63,9 @@ type Config struct {
 	// KeyLimits and MaxTokensLimit are the coordinator's (coordinator.Config).
 	KeyLimits      store.RateLimits
 	MaxTokensLimit int
+	// Queue and TierPrices are the coordinator's (coordinator.Config).
+	Queue      queue.Config
+	TierPrices tier.Multipliers
 	// Chaos makes the agents drop or stall mid-answer, all but the last Healthy ones.
 	Chaos   agent.Chaos
 	Healthy int
@@ -244,7 +249,7 @@ func (n *Net) StartCoordinator() error {
 		DrainTimeout:       n.cfg.DrainTimeout, KeyCacheTTL: n.cfg.KeyCacheTTL,
 		FeeBasisPoints: n.cfg.FeeBasisPoints, SettlementDelay: n.cfg.SettlementDelay, DefaultMaxTokens: n.cfg.DefaultMaxTokens,
 		StallTimeout: n.cfg.StallTimeout, ReceiptKey: n.receiptKey, TracerProvider: n.cfg.TracerProvider,
-		KeyLimits: n.cfg.KeyLimits, MaxTokensLimit: n.cfg.MaxTokensLimit,
+		KeyLimits: n.cfg.KeyLimits, MaxTokensLimit: n.cfg.MaxTokensLimit, Queue: n.cfg.Queue, TierPrices: n.cfg.TierPrices,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	n.coord, n.stopC, n.coordErr = c, cancel, make(chan error, 1)

@@ -20,7 +20,9 @@ import (
 	"github.com/shareai/shareai/internal/engine/sim"
 	"github.com/shareai/shareai/internal/localnet"
 	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/queue"
 	"github.com/shareai/shareai/internal/store"
+	"github.com/shareai/shareai/internal/tier"
 )
 
 // Options shape a test network. The zero value is two simulated providers with no delays.
@@ -62,6 +64,10 @@ type Options struct {
 	// none. MaxTokensLimit is its max_tokens ceiling; default the coordinator's.
 	KeyLimits      store.RateLimits
 	MaxTokensLimit int
+	// Queue bounds the coordinator's queue and TierPrices prices its tiers; default the
+	// coordinator's.
+	Queue      queue.Config
+	TierPrices tier.Multipliers
 	// TracerProvider records the network's spans, the coordinator's and the agents'; nil:
 	// none.
 	TracerProvider trace.TracerProvider
@@ -115,7 +121,7 @@ func New(t testing.TB, opts Options) *Env {
 		ProbeEvery: opts.ProbeEvery, ScoreEvery: opts.ScoreEvery, ProbeTick: 10 * time.Millisecond, CheckTimeout: 30 * time.Second,
 		TrustNewNodes: !opts.Onboard, MaxNodesPerAccount: opts.MaxNodesPerAccount, KeyLimits: opts.KeyLimits, MaxTokensLimit: opts.MaxTokensLimit,
 		Credit: opts.Credit, InputPrice: opts.InputPrice, OutputPrice: opts.OutputPrice, FeeBasisPoints: opts.FeeBasisPoints,
-		TracerProvider: opts.TracerProvider,
+		TracerProvider: opts.TracerProvider, Queue: opts.Queue, TierPrices: opts.TierPrices,
 	})
 	if err != nil {
 		t.Fatalf("start test network: %v", err)
