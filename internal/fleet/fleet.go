@@ -21,6 +21,7 @@ import (
 
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/store"
+	"github.com/shareai/shareai/internal/tier"
 )
 
 // Log keys.
@@ -71,6 +72,7 @@ type Fleet struct {
 	sessions sync.WaitGroup
 	tests    map[*session]bool // selftests running: in no map of nodes, closed by Close too
 	changed  chan struct{}     // closed and replaced whenever the node set changes
+	handoff  atomic.Pointer[func(*Offer) bool]
 }
 
 // New returns an empty fleet.
@@ -604,25 +606,55 @@ func (o *Offer) Running() int {
 	return o.running
 }
 
-// Acquire takes a slot if one is free and the node takes jobs.
-func (o *Offer) Acquire() bool {
+// Acquire takes a slot for a silver job if one is free and the node takes jobs.
+func (o *Offer) Acquire() bool { return o.AcquireFor(tier.Silver) }
+
+// AcquireFor takes a slot for a job of tier t if one is free for it (see Slots) and the node
+// takes jobs.
+func (o *Offer) AcquireFor(t tier.Tier) bool {
 	if o.Node != nil && o.Node.Paused() != "" {
 		return false
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.running >= o.MaxConcurrent {
+	if o.running >= o.Slots(t) {
 		return false
 	}
 	o.running++
 	return true
 }
 
+// Slots is how many of the offer's slots jobs of tier t may fill: all for gold, all but the
+// gold ones for silver, and for bronze the same, or none when the node refuses bronze.
+func (o *Offer) Slots(t tier.Tier) int { return Slots(&o.Offer, t) }
+
+// Slots is how many of an offer's slots jobs of tier t may fill.
+func Slots(o *protocol.Offer, t tier.Tier) int {
+	switch {
+	case t == tier.Gold:
+		return o.MaxConcurrent
+	case t == tier.Bronze && o.NoBronze:
+		return 0
+	}
+	return max(o.MaxConcurrent-o.GoldSlots, 0)
+}
+
 // Release frees a slot taken with Acquire that no job used.
 func (o *Offer) Release() { o.release() }
 
+// release frees a slot, unless the fleet's Handoff gives it to a request waiting for one.
 func (o *Offer) release() {
+	if o.Node != nil && o.Node.sess != nil {
+		if h := o.Node.sess.fleet.handoff.Load(); h != nil && (*h)(o) {
+			return // the slot is the waiting request's now
+		}
+	}
 	o.mu.Lock()
 	o.running--
 	o.mu.Unlock()
 }
+
+// SetHandoff sets the function a slot about to be freed is offered to first: when it returns
+// true, the slot stays taken, by whoever h gave it to. h runs with no lock of the fleet held;
+// it must not take a slot of o itself.
+func (f *Fleet) SetHandoff(h func(o *Offer) bool) { f.handoff.Store(&h) }

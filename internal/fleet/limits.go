@@ -137,6 +137,8 @@ func checkOffers(offers []protocol.Offer) error {
 			return refuse("model %s offered twice", quote(o.Model))
 		case o.MaxConcurrent < 1 || o.MaxConcurrent > protocol.MaxOfferConcurrent:
 			return refuse("offer %s: max_concurrent %d not in 1..%d", quote(o.Model), o.MaxConcurrent, protocol.MaxOfferConcurrent)
+		case o.GoldSlots < 0 || o.GoldSlots > o.MaxConcurrent:
+			return refuse("offer %s: gold_slots %d not in 0..%d (max_concurrent)", quote(o.Model), o.GoldSlots, o.MaxConcurrent)
 		case o.ContextLength < 0 || o.ContextLength > protocol.MaxContextLength:
 			return refuse("offer %s: context_length %d not in 0..%d", quote(o.Model), o.ContextLength, protocol.MaxContextLength)
 		case o.InputPrice < 0 || o.OutputPrice < 0 || money.Price(o.InputPrice) > money.MaxPrice || money.Price(o.OutputPrice) > money.MaxPrice:

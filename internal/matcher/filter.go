@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/shareai/shareai/internal/fleet"
+	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/tier"
 )
 
 // Reliability is how reliable an offer's node is, 0..1: the one number min_reliability
@@ -32,17 +34,31 @@ type filter struct {
 	inRegions bool // Regions given
 	sort      string
 	continues bool // only nodes that can take over a partial answer
+	tier      tier.Tier
+	mult      int64 // the tier's price multiplier, basis points; 0: ×1
 }
 
-func newFilter(p Prefs, excluded map[string]bool) filter {
+func newFilter(req Request) filter {
+	p := req.Prefs
 	f := filter{
-		p: p, excluded: excluded,
+		p: p, excluded: req.Excluded,
 		order: newIDSet(p.Order), only: newIDSet(p.Only), ignore: newIDSet(p.Ignore),
 		strictOrd: len(p.Order) > 0 && !p.FallbacksAllowed(),
 		regions:   allowed(p.Regions), inRegions: len(p.Regions) > 0,
-		sort: p.Sort,
+		sort: p.Sort, continues: req.Continuation, tier: req.Tier, mult: req.Multiplier,
+	}
+	if f.mult == 10000 {
+		f.mult = 0
 	}
 	return f
+}
+
+// price is what the buyer pays per million tokens on an ask at the request's tier.
+func (f *filter) price(ask money.Price) money.Price {
+	if f.mult == 0 {
+		return ask
+	}
+	return tier.Scale(ask, f.mult)
 }
 
 // check returns why c is not eligible, or eligible and its position in Order (len(Order)
@@ -74,9 +90,12 @@ func (f *filter) check(c *Candidate) (reason, int) {
 	if len(p.Quantizations) > 0 && !quantizationIn(c.Quantization, p.Quantizations) {
 		return quantized, 0
 	}
-	if p.MaxPrice.Prompt != nil && c.InputPrice > *p.MaxPrice.Prompt ||
-		p.MaxPrice.Completion != nil && c.OutputPrice > *p.MaxPrice.Completion {
+	if p.MaxPrice.Prompt != nil && f.price(c.InputPrice) > *p.MaxPrice.Prompt ||
+		p.MaxPrice.Completion != nil && f.price(c.OutputPrice) > *p.MaxPrice.Completion {
 		return overPrice, 0
+	}
+	if f.tier == tier.Bronze && c.NoBronze {
+		return noBronze, 0
 	}
 	if p.MinReliability != nil && !(c.Reliability >= *p.MinReliability) {
 		return unreliable, 0
@@ -93,7 +112,7 @@ func (f *filter) check(c *Candidate) (reason, int) {
 	case Unverified:
 		return unverified, 0
 	}
-	if c.Running >= c.MaxConcurrent {
+	if c.Running >= c.Slots(f.tier) {
 		return busy, 0
 	}
 	return eligible, pos

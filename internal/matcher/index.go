@@ -70,8 +70,7 @@ func Walkable(p Prefs) bool {
 // A node whose slots are all taken is skipped. When nothing is eligible, the error is a
 // *NoProvider counting each node's reason.
 func (ix *Index) Pick(req Request) (Candidate, error) {
-	f := newFilter(req.Prefs, req.Excluded)
-	f.continues = req.Continuation
+	f := newFilter(req)
 	var counts [numReasons]int
 	for g := 0; g+1 < len(ix.groups); g++ {
 		group := ix.cands[ix.groups[g]:ix.groups[g+1]]
@@ -82,9 +81,9 @@ func (ix *Index) Pick(req Request) (Candidate, error) {
 			// decides, both ways.
 			why, _ := f.check(c)
 			switch {
-			case why == busy && c.Offer != nil && c.Offer.Acquire():
+			case why == busy && c.Offer != nil && c.Offer.AcquireFor(req.Tier):
 				why = eligible
-			case why == eligible && c.Offer != nil && !c.Offer.Acquire():
+			case why == eligible && c.Offer != nil && !c.Offer.AcquireFor(req.Tier):
 				why = busy
 			}
 			if why != eligible {

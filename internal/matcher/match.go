@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/shareai/shareai/internal/tier"
 )
 
 // Depth bounds.
@@ -30,6 +32,12 @@ type Request struct {
 	Depth int
 	// Continuation asks for nodes that can take over a partial answer.
 	Continuation bool
+	// Tier is the request's service tier: it may fill only the slots its tier may (gold
+	// slots are kept for gold; a node may refuse bronze).
+	Tier tier.Tier
+	// Multiplier is the tier's price multiplier in basis points (0: ×1): a node's ask times
+	// it is what the buyer pays, which max_price caps.
+	Multiplier int64
 }
 
 // Ranking is the outcome of Match: the best eligible candidates in order, and counts of why
@@ -105,8 +113,7 @@ func (a *rankKey) less(b *rankKey) bool {
 // stack would grow the goroutine of every request, streams held open included.
 func Match(req Request, cands []Candidate) *Ranking {
 	r := &Ranking{Model: req.Model, Serving: len(cands), req: req, cands: cands}
-	r.f = newFilter(req.Prefs, req.Excluded)
-	r.f.continues = req.Continuation
+	r.f = newFilter(req)
 	r.scan(true)
 	return r
 }
@@ -125,7 +132,7 @@ func (r *Ranking) scan(count bool) {
 		}
 		c := &r.cands[i]
 		why, pos := r.f.check(c)
-		if why == busy && c.Offer != nil && c.Offer.Running() < c.MaxConcurrent {
+		if why == busy && c.Offer != nil && c.Offer.Running() < c.Slots(r.req.Tier) {
 			why = eligible // the snapshot's count is older than the slots: the live one decides
 		}
 		if why != eligible {
@@ -227,7 +234,7 @@ func (r *Ranking) pick() (Candidate, *NoProvider) {
 			e := r.top[r.next]
 			r.next++
 			c := r.cands[e.i]
-			if c.Offer == nil || c.Offer.Acquire() {
+			if c.Offer == nil || c.Offer.AcquireFor(r.req.Tier) {
 				return c, nil
 			}
 			r.failed++

@@ -302,7 +302,7 @@ func TestMatch_NeverIneligible(t *testing.T) {
 		}
 		excluded := map[string]bool{"n3": rng.IntN(2) == 0}
 		r := Match(Request{Model: model, Prefs: p, Excluded: excluded, Rand: rng, Depth: 1 + rng.IntN(8)}, cands)
-		f := newFilter(p, excluded)
+		f := newFilter(Request{Prefs: p, Excluded: excluded})
 		allow := allowed(p.Regions)
 		kept := map[string]bool{}
 		var worst rankKey

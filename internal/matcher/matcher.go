@@ -12,6 +12,8 @@ import (
 
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/protocol"
+	"github.com/shareai/shareai/internal/tier"
 )
 
 // Candidate is what the matcher sees of one offer for the requested model.
@@ -23,6 +25,8 @@ type Candidate struct {
 
 	InputPrice, OutputPrice money.Price // the ask per million tokens
 	Running, MaxConcurrent  int         // slots in use and in all
+	GoldSlots               int         // of MaxConcurrent, kept for gold requests
+	NoBronze                bool        // the node refuses bronze requests
 	Reliability             float64     // 0..1: see Reliability
 	Quantization            string      // such as "fp8", "q4_k_m"; "" unknown
 
@@ -74,6 +78,11 @@ func (l Level) standing() int {
 	return 1
 }
 
+// Slots is how many of the candidate's slots a request of tier t may fill (fleet.Slots).
+func (c *Candidate) Slots(t tier.Tier) int {
+	return fleet.Slots(&protocol.Offer{MaxConcurrent: c.MaxConcurrent, GoldSlots: c.GoldSlots, NoBronze: c.NoBronze}, t)
+}
+
 // FromOffers returns the candidates of a fleet snapshot, with what the fleet has measured of
 // each: ask, region, slots, reliability, round trip, time to first token, output rate, warmth.
 func FromOffers(offers []*fleet.Offer) []Candidate {
@@ -88,6 +97,8 @@ func FromOffers(offers []*fleet.Offer) []Candidate {
 			Reliability:     Reliability(o.Node, st),
 			Running:         o.Running(),
 			MaxConcurrent:   o.MaxConcurrent,
+			GoldSlots:       o.GoldSlots,
+			NoBronze:        o.NoBronze,
 			Quantization:    strings.ToLower(o.Quantization),
 			TTFT:            st.TTFT,
 			TokensPerSecond: st.TokensPerSecond,

@@ -25,6 +25,8 @@ const (
 	// paused by its owner, its GPU in use by another program, or too hot.
 	ReasonPaused   = "paused"
 	ReasonContinue = "cannot continue an answer"
+	// ReasonNoBronze: the node refuses bronze requests (service_tier flex).
+	ReasonNoBronze = "refuses bronze"
 	// ReasonUnverified: a new node that has not passed its onboarding checks yet.
 	ReasonUnverified = "not verified yet"
 	// ReasonQuarantined: a node quarantined (or suspended) for its reputation or by an
@@ -46,6 +48,7 @@ const (
 	overPrice
 	unreliable
 	noContinue
+	noBronze
 	paused
 	quarantined
 	unverified
@@ -56,7 +59,7 @@ const (
 var reasonText = [numReasons]string{
 	excluded: ReasonExcluded, quarantined: ReasonQuarantined, unverified: ReasonUnverified, ignored: ReasonIgnored, notOnly: ReasonNotOnly, notOrder: ReasonNotOrder,
 	outsideRegion: ReasonRegion, quantized: ReasonQuantized, overPrice: ReasonPrice,
-	unreliable: ReasonReliability, noContinue: ReasonContinue, paused: ReasonPaused, busy: ReasonBusy,
+	unreliable: ReasonReliability, noContinue: ReasonContinue, noBronze: ReasonNoBronze, paused: ReasonPaused, busy: ReasonBusy,
 }
 
 // NoProvider says why no node could take a request: how many serve the model, and how many

@@ -230,6 +230,11 @@ type Offer struct {
 	// and output tokens (150000000 is $0.15 per 1M tokens).
 	InputPrice  int64 `json:"input_price"`
 	OutputPrice int64 `json:"output_price"`
+	// GoldSlots of the MaxConcurrent are kept for gold requests (service_tier priority):
+	// silver and bronze take at most MaxConcurrent - GoldSlots.
+	GoldSlots int `json:"gold_slots,omitempty"`
+	// NoBronze refuses bronze requests (service_tier flex), which gold may preempt.
+	NoBronze bool `json:"no_bronze,omitempty"`
 }
 
 // Registered accepts a node.

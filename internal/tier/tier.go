@@ -89,8 +89,11 @@ func (m Multipliers) Of(t Tier) int64 {
 }
 
 // Price is an ask per million tokens at tier t, rounded down to the nano-dollar.
-func (m Multipliers) Price(p money.Price, t Tier) money.Price {
-	bp := m.Of(t)
+func (m Multipliers) Price(p money.Price, t Tier) money.Price { return Scale(p, m.Of(t)) }
+
+// Scale is p times bp basis points, rounded down, without overflow for any price within
+// money.MaxPrice and a multiplier within 100.
+func Scale(p money.Price, bp int64) money.Price {
 	if bp == 10000 {
 		return p
 	}
