@@ -61,8 +61,12 @@ type Config struct {
 	InputPrice, OutputPrice money.Price
 	// Quantization names the weights' quantization of every offer (Q4_K_M, fp8, …), if known.
 	Quantization string
-	Hardware     protocol.Hardware
-	Version      string // the agent's build version
+	// GoldShare of each offer's slots are kept for gold requests (rounded to the nearest
+	// slot); NoBronze refuses bronze requests.
+	GoldShare float64
+	NoBronze  bool
+	Hardware  protocol.Hardware
+	Version   string // the agent's build version
 	// Chaos makes the node drop or stall mid-answer on purpose, for demos and tests.
 	Chaos Chaos
 	// WaitForEngine keeps retrying, with backoff, an engine that does not answer at start,

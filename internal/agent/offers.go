@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -51,6 +52,8 @@ func (a *Agent) offers(ctx context.Context) ([]protocol.Offer, error) {
 		o.MaxConcurrent = cmp.Or(o.MaxConcurrent, a.cfg.MaxConcurrent)
 		o.Quantization = cmp.Or(o.Quantization, m.Quantization, a.cfg.Quantization)
 		o.Continues = m.Continues
+		o.GoldSlots = goldSlots(a.cfg.GoldShare, o.MaxConcurrent)
+		o.NoBronze = a.cfg.NoBronze
 		if a.cfg.CheckFit != nil {
 			if err := a.cfg.CheckFit(m, o.ContextLength); err != nil {
 				errs = append(errs, err)
@@ -78,4 +81,9 @@ func (a *Agent) offers(ctx context.Context) ([]protocol.Offer, error) {
 		offers = offers[:protocol.MaxOffers]
 	}
 	return offers, nil
+}
+
+// goldSlots is the share of slots kept for gold, rounded to the nearest slot.
+func goldSlots(share float64, slots int) int {
+	return min(int(math.Round(share*float64(slots))), slots)
 }

@@ -110,3 +110,18 @@ func TestOffers_AtMostMaxOffers(t *testing.T) {
 		t.Errorf("%d named offers: %v; want a fatal error saying at most 64", len(named), err)
 	}
 }
+
+// A provider's gold share keeps that share of every offer's slots for gold, to the nearest
+// slot; no_bronze refuses bronze on every offer.
+func TestOffers_Tiers(t *testing.T) {
+	a := newTestAgent(t, Config{MaxConcurrent: 4, GoldShare: 0.25, NoBronze: true, Offers: []protocol.Offer{
+		{Model: "llama3.1:8b"}, {Model: "llama3.1:70b", MaxConcurrent: 1},
+	}})
+	got, err := a.offers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].GoldSlots != 1 || !got[0].NoBronze || got[1].GoldSlots != 0 || !got[1].NoBronze {
+		t.Errorf("offers = %+v; want 1 of 4 slots kept for gold, none of 1, bronze refused on both", got)
+	}
+}

@@ -52,6 +52,8 @@ type ChatCompletion struct {
 	Model   string       `json:"model"`
 	Choices []ChatChoice `json:"choices"`
 	Usage   Usage        `json:"usage"`
+	// ServiceTier is the tier that served it: priority, default or flex.
+	ServiceTier string `json:"service_tier,omitempty"`
 }
 
 // ChatChoice is one answer of a ChatCompletion.
@@ -64,8 +66,11 @@ type ChatChoice struct {
 
 // Message is an assistant's message.
 type Message struct {
-	Role             string     `json:"role"`
-	Content          *string    `json:"content"`
+	Role    string  `json:"role"`
+	Content *string `json:"content"`
+	// Refusal is always null: engines answer a refusal as content. OpenAI's schema requires
+	// the member.
+	Refusal          *string    `json:"refusal"`
 	ReasoningContent string     `json:"reasoning_content,omitempty"`
 	ToolCalls        []ToolCall `json:"tool_calls,omitempty"`
 }

@@ -36,14 +36,19 @@ type Provider struct {
 	MaxConcurrent int
 	ContextLength int
 	Quantization  string
-	Availability  Availability
-	Guard         Guard
-	Control       string // the local control address, for pause and resume
-	SimTTFT       time.Duration
-	SimTPS        float64
-	Ask           Ask
-	Trace         Trace
-	Log           Log
+	// GoldShare is the share of each model's slots kept for gold requests (service_tier
+	// priority), 0..1; NoBronze refuses bronze requests (service_tier flex), which gold may
+	// preempt.
+	GoldShare    float64
+	NoBronze     bool
+	Availability Availability
+	Guard        Guard
+	Control      string // the local control address, for pause and resume
+	SimTTFT      time.Duration
+	SimTPS       float64
+	Ask          Ask
+	Trace        Trace
+	Log          Log
 
 	file *fileSettings // what the YAML file set, to name its settings in errors
 }
@@ -152,6 +157,8 @@ func (p *Provider) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&p.Models, "models", "", "comma-separated models to offer (default: every model the engine serves)")
 	fs.IntVar(&p.MaxConcurrent, "max-concurrent", 4, "jobs run at once per model")
 	fs.IntVar(&p.ContextLength, "context-length", 0, "context length to advertise when the engine does not say; for ollama, the window every request runs with (default 8192)")
+	fs.Float64Var(&p.GoldShare, "gold-share", 0, "share of each model's slots kept for gold requests (service_tier priority), from 0 to 1: 0.25 of 4 slots keeps 1")
+	fs.BoolVar(&p.NoBronze, "no-bronze", false, "refuse bronze requests (service_tier flex): the cheapest tier, which gold requests may preempt")
 	fs.StringVar(&p.Quantization, "quantization", "", "the models' quantization to advertise (Q4_K_M, Q8_0, fp8, …), which buyers can require")
 	fs.StringVar(&p.Availability.Windows, "windows", "", "weekly availability windows in --timezone, e.g. 'mon-fri 08:00-18:00, 22:30-01:00' (default: always)")
 	fs.StringVar(&p.Availability.Timezone, "timezone", "", "time zone of --windows, e.g. Europe/Berlin (default: the machine's)")
@@ -179,6 +186,8 @@ type providerFile struct {
 	MaxConcurrent string   `yaml:"max_concurrent"`
 	ContextLength string   `yaml:"context_length"`
 	Quantization  string   `yaml:"quantization"`
+	GoldShare     string   `yaml:"gold_share"`
+	NoBronze      string   `yaml:"no_bronze"`
 	Models        []string `yaml:"models"`
 	Control       string   `yaml:"control"`
 	Engine        struct {
@@ -275,6 +284,7 @@ func (f *providerFile) flagValues() []struct{ name, value string } {
 		{"coordinator", f.Coordinator}, {"token", f.Token}, {"data-dir", f.DataDir}, {"name", f.Name},
 		{"region", f.Region}, {"max-concurrent", f.MaxConcurrent}, {"context-length", f.ContextLength},
 		{"quantization", f.Quantization}, {"models", strings.Join(f.Models, ",")}, {"control", f.Control},
+		{"gold-share", f.GoldShare}, {"no-bronze", f.NoBronze},
 		{"engine", f.Engine.Kind}, {"upstream", f.Engine.URL}, {"upstream-api-key", f.Engine.APIKey},
 		{"continue", f.Engine.Continue}, {"pull", strings.Join(f.Engine.Pull, ",")},
 		{"sim-ttft", f.Engine.SimTTFT}, {"sim-tps", f.Engine.SimTPS},
@@ -395,6 +405,9 @@ func (p *Provider) validate() error {
 	}
 	if p.MaxConcurrent < 1 {
 		errs = append(errs, &FieldError{"max-concurrent", "must be at least 1"})
+	}
+	if !(p.GoldShare >= 0 && p.GoldShare <= 1) {
+		errs = append(errs, &FieldError{"gold-share", "must be between 0 and 1"})
 	}
 	if p.ContextLength < 0 {
 		errs = append(errs, &FieldError{"context-length", "must not be negative"})

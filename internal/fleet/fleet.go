@@ -469,6 +469,20 @@ type Node struct {
 	score    atomic.Uint64          // math.Float64bits of the reputation score; 0: none yet
 }
 
+// Gone reports whether the node's session has ended, though the node may still be listed for
+// a moment: its slots are taken by none.
+func (n *Node) Gone() bool {
+	if n.sess == nil {
+		return false
+	}
+	select {
+	case <-n.sess.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // Score returns the node's reputation score in [0, 1], or 0 before it is computed.
 func (n *Node) Score() float64 { return math.Float64frombits(n.score.Load()) }
 
@@ -612,7 +626,7 @@ func (o *Offer) Acquire() bool { return o.AcquireFor(tier.Silver) }
 // AcquireFor takes a slot for a job of tier t if one is free for it (see Slots) and the node
 // takes jobs.
 func (o *Offer) AcquireFor(t tier.Tier) bool {
-	if o.Node != nil && o.Node.Paused() != "" {
+	if o.Node != nil && (o.Node.Paused() != "" || o.Node.Gone()) {
 		return false
 	}
 	o.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shareai/shareai/internal/protocol"
@@ -17,6 +18,9 @@ import (
 // ErrOverflow ends a job whose node sent more deltas than its credit allowed.
 var ErrOverflow = errors.New("node exceeded its flow-control window")
 
+// ErrPreempted ends a bronze job the coordinator stopped to free its slot for a gold one.
+var ErrPreempted = errors.New("preempted by a gold request")
+
 // Job is one request's work on one node, seen from the coordinator.
 type Job struct {
 	ID    string
@@ -25,6 +29,8 @@ type Job struct {
 	sess  *session
 	model string    // as the job asked the node for it
 	sent  time.Time // when the job was dispatched
+	// preempted says the coordinator cancelled the job to give its slot to a gold request.
+	preempted atomic.Bool
 	// ready is signalled when a frame is put in the inbox: the reader waits on it.
 	ready chan struct{}
 	// output hashes every delta received from the node, for the job's receipt. Only the
@@ -236,6 +242,30 @@ func (j *Job) took(fr protocol.Frame) {
 		j.sess.send(protocol.Frame{Type: protocol.TypeCredit, Job: j.ID, Credit: grant})
 	}
 }
+
+// Preempt asks the node to stop the job to free its slot for a gold request; its end then
+// reads as preempted (Preempted), not as the node's failure. It reports whether the job was
+// still running and not preempted already.
+func (j *Job) Preempt() bool {
+	j.mu.Lock()
+	ended := j.ended
+	j.mu.Unlock()
+	if ended || !j.preempted.CompareAndSwap(false, true) {
+		return false
+	}
+	j.sess.send(protocol.Frame{Type: protocol.TypeCancel, Job: j.ID})
+	return true
+}
+
+// Ended reports whether the job has ended, its slot freed.
+func (j *Job) Ended() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.ended
+}
+
+// Preempted reports whether the job was preempted.
+func (j *Job) Preempted() bool { return j.preempted.Load() }
 
 // Cancel asks the node to stop the job. The slot is freed when the node confirms with the
 // job's end frame (or disconnects).

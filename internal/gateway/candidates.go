@@ -17,7 +17,14 @@ const candidateTTL = 250 * time.Millisecond
 type candidates struct {
 	mu sync.Mutex
 	m  map[string]candidateSnapshot
+	// served is when each model last had a node serving it, for a while: a model whose
+	// nodes all dropped a moment ago is waited for, not unknown.
+	served map[string]time.Time
 }
+
+// servedFor is how long a model whose nodes all left counts as served: requests for it wait
+// in the queue for a node to come back, rather than get 404.
+const servedFor = time.Minute
 
 type candidateSnapshot struct {
 	index   *matcher.Index // shared by concurrent decisions: read-only
@@ -44,9 +51,34 @@ func (g *Gateway) index(model string) *matcher.Index {
 		delete(g.cands.m, model) // unknown names must not fill the map
 	} else {
 		g.cands.m[model] = s
+		g.cands.servedNow(model, now)
 	}
 	g.cands.mu.Unlock()
 	return s.index
+}
+
+// servedNow records that a node serves model (c.mu held), forgetting the models none has
+// served for servedFor once the map has grown: it holds only models nodes offered.
+func (c *candidates) servedNow(model string, now time.Time) {
+	if c.served == nil {
+		c.served = make(map[string]time.Time)
+	}
+	if _, ok := c.served[model]; !ok && len(c.served) >= 2*len(c.m)+64 {
+		for m, at := range c.served {
+			if now.Sub(at) > servedFor {
+				delete(c.served, m)
+			}
+		}
+	}
+	c.served[model] = now
+}
+
+// servedRecently reports whether some node served model within servedFor.
+func (g *Gateway) servedRecently(model string) bool {
+	g.cands.mu.Lock()
+	defer g.cands.mu.Unlock()
+	at, ok := g.cands.served[model]
+	return ok && g.cfg.Now().Sub(at) <= servedFor
 }
 
 func closed(c <-chan struct{}) bool {

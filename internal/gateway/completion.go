@@ -21,6 +21,7 @@ import (
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/relay"
 	"github.com/shareai/shareai/internal/store"
+	"github.com/shareai/shareai/internal/tier"
 )
 
 func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -121,16 +122,40 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 		t.ran = append(t.ran, job)
 		if !st.Started {
 			// The answer names the model that serves it: the first choice or a fallback.
-			sink = newSink(w, c, req, stream, opts)
+			sink = newSink(w, c, req, stream, opts, t.tier)
 			w.Header().Set(HeaderNode, job.Offer.Node.ID)
+			w.Header().Set(HeaderQueueTime, t.queued.Round(time.Millisecond).String())
+			// Time to first token counts from the end of the wait in the queue.
+			st.Start = c.start.Add(t.queued)
 		}
 		node := job.Offer.Node
 		u.Model, u.NodeID, u.Region = req.Model, node.ID, node.Region
-		res, bill := g.relay(r, c, job, t, st, sink, u)
+		res, bill := g.relayJob(r, c, job, t, st, sink, u)
 		endJob(t.span, job, res)
 		switch {
+		case errors.Is(res.Err, fleet.ErrPreempted) && (res.Outcome == relay.Refused || res.Outcome == relay.Failed):
+			// A gold request took the slot: not the node's fault. The answer pauses and
+			// continues exactly, on this node or another, once a slot frees.
+			t.fruitless--
+			t.paused = g.cfg.Now()
+			t.avoid = map[string]bool{}
+			t.failure = fmt.Errorf("node %s was preempted", node.ID)
+			if res.Outcome == relay.Failed {
+				t.parts = append(t.parts, g.cutShort(t, st, job, res))
+				if why := continuable(req, st); why != "" {
+					return g.fail(c, t, sink, u, fmt.Errorf("the answer was preempted, and %s", why))
+				}
+				req = continuation(t.original(req), st.Text.String())
+				t.continuing = true
+			}
+			g.log.Info("bronze answer preempted; it continues once a slot frees", logRequestID, c.id, logNode, node.ID, "delivered", st.Delivered)
+			continue
 		case res.Outcome == relay.Refused && nodeFailed(res.Err):
 			job.Offer.Observe(false, 0, 0) // it counts against the node
+			if node.Gone() {
+				// Its connection dropped: once back, it is as good as any node.
+				delete(t.avoid, node.ID)
+			}
 			if t.canRetry() {
 				// Nothing has reached the buyer: the next node starts the answer afresh.
 				g.log.Info("node failed before answering; trying another", logRequestID, c.id, logNode, node.ID, "err", res.Err)
@@ -148,8 +173,12 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 				return g.fail(c, t, sink, u, fmt.Errorf("node %s failed mid-answer (%v), and %s", node.ID, res.Err, why))
 			}
 			// Another node continues from exactly where this one stopped. Nodes that failed
-			// earlier may take it again: a dropped node that reconnected is as good as any.
-			t.avoid = map[string]bool{node.ID: true}
+			// earlier may take it again: a dropped node that reconnected is as good as any,
+			// this one too once it is back.
+			t.avoid = map[string]bool{}
+			if !node.Gone() {
+				t.avoid[node.ID] = true
+			}
 			g.log.Info("node failed mid-answer; continuing on another", logRequestID, c.id, logNode, node.ID, "err", res.Err, "delivered", st.Delivered)
 			g.cfg.Metrics.Failover("mid_stream")
 			req = continuation(t.original(req), st.Text.String())
@@ -184,6 +213,10 @@ func (g *Gateway) newTry(r *http.Request, c *call, req *protocol.Request, rt api
 	if prefs, rt, err = g.keyRules(c.key, req.Model, prefs, rt); err != nil {
 		return nil, err
 	}
+	tr, err := tier.Parse(rt.ServiceTier)
+	if err != nil {
+		return nil, api.BadRequest("service_tier", api.CodeInvalidValue, "Invalid 'service_tier': %v.", err)
+	}
 	promptBytes := len(req.Messages) + len(req.Prompt)
 	session := affinityKey(c, r, user)
 	return &try{
@@ -202,6 +235,7 @@ func (g *Gateway) newTry(r *http.Request, c *call, req *protocol.Request, rt api
 		promptWords: -1,
 		promptBound: -1,
 		stopBound:   -1,
+		tier:        tr,
 	}, nil
 }
 
@@ -242,13 +276,17 @@ type try struct {
 	promptWords, promptBound, stopBound int
 	promptMedia                         bool
 	ended                               atomic.Bool // the request has ended: a checkpoint still queued is dropped
+	tier                                tier.Tier   // the service tier it runs at
+	queued                              time.Duration
+	// paused is when a preempted answer stopped, until a node takes it over.
+	paused time.Time
 }
 
 // canRetry says whether the request may take another job.
 func (t *try) canRetry() bool { return t.fruitless < maxFruitless && t.jobs < maxJobs }
 
-func newSink(w http.ResponseWriter, c *call, req *protocol.Request, stream bool, opts *api.StreamOptions) relay.Sink {
-	a := relay.Answer{Model: req.Model, Created: c.start.Unix(), IncludeUsage: opts != nil && opts.IncludeUsage}
+func newSink(w http.ResponseWriter, c *call, req *protocol.Request, stream bool, opts *api.StreamOptions, tr tier.Tier) relay.Sink {
+	a := relay.Answer{Model: req.Model, Created: c.start.Unix(), IncludeUsage: opts != nil && opts.IncludeUsage, ServiceTier: tr.OpenAI()}
 	chat := req.Kind == protocol.KindChat
 	suffix := strings.TrimPrefix(c.id, "req_")
 	if chat {
@@ -326,6 +364,14 @@ func (t *try) stopTokens(g *Gateway, model string) int {
 
 // trusted says whether a node of a level (store.Level*) has passed verification.
 func trusted(level string) bool { return level == store.LevelVerified || level == store.LevelTrusted }
+
+// relayJob relays one node's answer to the buyer, a bronze job preemptible meanwhile.
+func (g *Gateway) relayJob(r *http.Request, c *call, job *fleet.Job, t *try, st *relay.State, sink relay.Sink, u *store.Usage) (relay.Result, *ledger.Bill) {
+	if t.tier == tier.Bronze {
+		defer g.bronze.running(job)()
+	}
+	return g.relay(r, c, job, t, st, sink, u)
+}
 
 // relay relays one node's answer to the buyer. It returns the answer's bill when the answer
 // ended whole (the bill is priced before its end is written), nil otherwise.
@@ -414,7 +460,7 @@ func (g *Gateway) finish(c *call, job *fleet.Job, t *try, st *relay.State, res r
 	t.billed = bill.PromptTokens + bill.CompletionTokens
 	if res.Outcome == relay.OK && len(t.parts) == 0 {
 		var tps float64 // the output rate after the first token, of the tokens billed
-		if gen := u.Duration - st.TTFT; gen > 0 && bill.CompletionTokens > 1 {
+		if gen := u.Duration - t.queued - st.TTFT; gen > 0 && bill.CompletionTokens > 1 {
 			tps = float64(bill.CompletionTokens-1) / gen.Seconds()
 		}
 		job.Offer.Observe(true, st.TTFT, tps)

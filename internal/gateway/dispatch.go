@@ -76,82 +76,28 @@ func (g *Gateway) resolveModel(model string) (string, string) {
 	return model, ""
 }
 
-// dispatch picks a node not to avoid, holds the most the request can cost there (on the first
-// attempt), and sends it the job. It tries the models in order; the request it returns is the
-// one it sent, naming the model that serves (req itself is never changed: a job sent earlier
-// may still be reading it). When no node can take it, the hold is voided, unless the answer
-// has started (t.continuing): the caller then bills what was delivered.
+// dispatch picks a node not to avoid, holds the most the request can cost (on the first
+// attempt), and sends it the job. It tries the models in order, and when every node that fits
+// is busy, it waits in the queue for the first model with busy nodes; the request it returns
+// is the one it sent, naming the model that serves (req itself is never changed: a job sent
+// earlier may still be reading it). When no node can take it, the hold is voided, unless the
+// answer has started (t.continuing): the caller then bills what was delivered.
 func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, t *try) (*fleet.Job, *protocol.Request, error) {
-	var (
-		lastErr error
-		refusal error // why the first model found no node
-	)
-	for t.canRetry() && len(t.models) > 0 {
-		model, sort := g.resolveModel(t.models[0])
-		ix := g.index(model)
-		prefs := t.prefs
-		if sort != "" && t.requestSort == "" {
-			prefs.Sort = sort // the model's suffix wins over a key's default sort
-		}
-		if t.session != "" && len(prefs.Order) == 0 {
-			// Affinity: the node the session used last comes first while it is eligible.
-			prefs.Order = []string{t.session}
-		}
-		mreq := matcher.Request{Model: model, Prefs: prefs, Excluded: t.avoid, Continuation: t.continuing}
-		var (
-			cand matcher.Candidate
-			err  error
-		)
-		mspan := g.startMatch(ctx, model, ix.Len())
-		switch {
-		case t.held > 0:
-			// A later attempt: only nodes whose cost fits the hold placed for the first.
-			cands := slices.DeleteFunc(slices.Clone(ix.Candidates()), func(c matcher.Candidate) bool { return g.maxCost(c.Offer, req, t.bounds) > t.held })
-			ranking := matcher.Match(mreq, cands)
-			cand, err = ranking.Pick()
-		case matcher.Walkable(prefs):
-			cand, err = ix.Pick(mreq)
-		default:
-			ranking := matcher.Match(mreq, ix.Candidates())
-			cand, err = ranking.Pick()
-		}
-		endMatch(mspan, cand, err)
+	var lastErr error
+	for t.canRetry() {
+		cand, model, err := g.pick(ctx, c, req, t)
 		if err != nil {
-			if np, ok := errors.AsType[*matcher.NoProvider](err); ok {
-				g.cfg.Metrics.NoProvider(np.Reasons)
+			if t.held > 0 && !t.continuing {
+				g.voidHold(ctx, c, req, "no node could take the request")
 			}
-			if refusal == nil && t.jobs == 0 {
-				refusal = noNode(model, ix.Len(), err)
-			}
-			if t.continuing {
-				t.failure = fmt.Errorf("%v (%w)", t.failure, err)
-				break // an answer is continued by the same model or not at all
-			}
-			t.models = t.models[1:] // the next fallback model, if any
-			continue
+			return nil, nil, err
 		}
 		offer := cand.Offer
 		g.cfg.Metrics.Matched()
 		if t.held == 0 {
-			t.bounds.CompletionTokens = g.cfg.Ledger.CompletionBound(req.MaxTokens, offer.ContextLength)
-			amount := g.maxCost(offer, req, t.bounds)
-			// A hold once queued commits whether or not the request is still there: wait for
-			// it, and void it when the request ended meanwhile, so that none is left open.
-			if err := g.cfg.Ledger.Hold(context.WithoutCancel(ctx), c.id, c.key, amount); err != nil {
+			if err := g.hold(ctx, c, req, t, offer); err != nil {
 				offer.Release()
-				return nil, nil, holdError(err)
-			}
-			if ctx.Err() != nil {
-				offer.Release()
-				g.voidHold(ctx, c, req, "the request ended before a node took it")
-				if aborted(ctx) {
-					return nil, nil, errShuttingDown
-				}
-				return nil, nil, errBuyerGone
-			}
-			t.held = max(amount, 1)
-			if g.tracing {
-				c.span.AddEvent("hold", trace.WithAttributes(tracing.HoldNanos.Int64(int64(amount))))
+				return nil, nil, err
 			}
 		}
 		t.jobs++
@@ -167,27 +113,206 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 		jctx, jspan := g.startJob(ctx, offer, sent, t)
 		job, err := g.cfg.Fleet.Dispatch(jctx, offer, sent)
 		if err == nil {
-			t.ask, t.span = askOf(offer), jspan
+			t.ask, t.span = g.askOf(offer, t), jspan
+			if !t.paused.IsZero() {
+				g.cfg.Metrics.Resumed(g.cfg.Now().Sub(t.paused).Seconds())
+				t.paused = time.Time{}
+			}
 			return job, sent, nil
 		}
 		tracing.Fail(jspan, err)
 		jspan.End()
 		lastErr = err
-	}
-	if refusal != nil && t.held == 0 {
-		return nil, nil, refusal
+		if offer.Node.Gone() {
+			// It dropped between the pick and the job: no attempt spent, and once back it
+			// is as good as any node.
+			t.fruitless--
+			delete(t.avoid, offer.Node.ID)
+		}
 	}
 	if t.held > 0 && !t.continuing {
 		// Nothing was delivered. (An answer cut short is billed for what it delivered: the
 		// caller settles the hold.)
 		g.voidHold(ctx, c, req, "no node could take the request")
 	}
-	msg := "no node is left to try"
-	if err := cmp.Or(lastErr, t.failure); err != nil {
-		msg = err.Error()
+	t.failure = cmp.Or(lastErr, t.failure)
+	return nil, nil, g.noneLeft(t)
+}
+
+// pick takes a slot for the request on the best node of the first of its models that has one
+// free, and returns it with that model; the models before it, which no node could take, are
+// not tried again. When every node that fits is busy, it waits in the queue of the first model
+// whose nodes are. An answer already started is continued by its own model or not at all.
+func (g *Gateway) pick(ctx context.Context, c *call, req *protocol.Request, t *try) (matcher.Candidate, string, error) {
+	s := g.scan(ctx, req, t)
+	if s.err == nil {
+		return s.cand, s.model, nil
 	}
-	return nil, nil, &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Code: api.CodeNoProviderAvailable,
+	if s.waitOn < 0 {
+		if t.continuing {
+			t.failure = addFailure(t.failure, s.err)
+		}
+		if t.jobs == 0 {
+			return matcher.Candidate{}, "", s.refusal
+		}
+		return matcher.Candidate{}, "", g.noneLeft(t)
+	}
+	t.models = t.models[s.waitOn:]
+	model, _ := g.resolveModel(t.models[0])
+	cand, err := g.wait(ctx, c, t, model, s.waitReq, req, func() (matcher.Candidate, error) { return g.match(s.waitReq, g.index(model), req, t) })
+	if _, ok := errors.AsType[*matcher.NoProvider](err); ok {
+		// The nodes changed while it waited: none that fits is busy any more.
+		if t.jobs == 0 {
+			return matcher.Candidate{}, "", noNode(model, g.index(model).Len(), err)
+		}
+		t.failure = addFailure(t.failure, err)
+		return matcher.Candidate{}, "", g.noneLeft(t)
+	}
+	return cand, model, err
+}
+
+// scanned is what scan found.
+type scanned struct {
+	cand    matcher.Candidate
+	model   string
+	err     error           // why the last model tried found no node
+	refusal error           // the buyer's error of the first model, which found no node
+	waitOn  int             // index of the first model whose nodes are busy; -1: none
+	waitReq matcher.Request // its decision's request
+}
+
+// scan tries the request's models in order for a node with a free slot; the models before the
+// one that has it are not tried again.
+func (g *Gateway) scan(ctx context.Context, req *protocol.Request, t *try) scanned {
+	s := scanned{waitOn: -1}
+	for i, name := range t.models {
+		model, sort := g.resolveModel(name)
+		ix := g.index(model)
+		mreq := g.matchRequest(t, model, sort)
+		mspan := g.startMatch(ctx, model, ix.Len())
+		cand, err := g.match(mreq, ix, req, t)
+		endMatch(mspan, cand, err)
+		if err == nil {
+			t.models = t.models[i:]
+			return scanned{cand: cand, model: model}
+		}
+		if np, ok := errors.AsType[*matcher.NoProvider](err); ok {
+			g.cfg.Metrics.NoProvider(np.Reasons)
+		}
+		s.err = err
+		if s.refusal == nil {
+			s.refusal = noNode(model, ix.Len(), err)
+		}
+		if s.waitOn < 0 && g.waitable(model, err) {
+			s.waitOn, s.waitReq = i, mreq
+		}
+		if t.continuing {
+			break
+		}
+	}
+	return s
+}
+
+// addFailure adds why no node was left to why the last one failed, if it did.
+func addFailure(failure, err error) error {
+	if failure == nil {
+		return err
+	}
+	return fmt.Errorf("%v (%w)", failure, err)
+}
+
+// noneLeft is the error of a request no node is left to take, after some failed it.
+func (g *Gateway) noneLeft(t *try) error {
+	msg := "no node is left to try"
+	if t.failure != nil {
+		msg = t.failure.Error()
+	}
+	return &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Code: api.CodeNoProviderAvailable,
 		Message: fmt.Sprintf("No node could take this request: %s. Retry shortly.", msg)}
+}
+
+// matchRequest is what the matcher decides a request's node on, for one of its models.
+func (g *Gateway) matchRequest(t *try, model, sort string) matcher.Request {
+	prefs := t.prefs
+	if sort != "" && t.requestSort == "" {
+		prefs.Sort = sort // the model's suffix wins over a key's default sort
+	}
+	if t.session != "" && len(prefs.Order) == 0 {
+		// Affinity: the node the session used last comes first while it is eligible.
+		prefs.Order = []string{t.session}
+	}
+	return matcher.Request{Model: model, Prefs: prefs, Excluded: t.avoid, Continuation: t.continuing,
+		Tier: t.tier, Multiplier: g.cfg.TierPrices.Of(t.tier)}
+}
+
+// match takes a slot on the best node for mreq among ix's, or says why none has one free.
+func (g *Gateway) match(mreq matcher.Request, ix *matcher.Index, req *protocol.Request, t *try) (matcher.Candidate, error) {
+	switch {
+	case t.held > 0:
+		// A later attempt: only nodes whose cost fits the hold.
+		cands := slices.DeleteFunc(slices.Clone(ix.Candidates()), func(c matcher.Candidate) bool { return g.maxCost(c.Offer, req, t) > t.held })
+		return matcher.Match(mreq, cands).Pick()
+	case matcher.Walkable(mreq.Prefs):
+		return ix.Pick(mreq)
+	}
+	return matcher.Match(mreq, ix.Candidates()).Pick()
+}
+
+// hold reserves the most the request may cost: on the dearest node it may go to (within its
+// price caps), so that a retry before the first token may take any node that fits the buyer's
+// caps, not only those as cheap as the first choice. When the buyer's balance or spend caps do
+// not allow that much, it holds the cost on the node picked: retries then take nodes as cheap.
+func (g *Gateway) hold(ctx context.Context, c *call, req *protocol.Request, t *try, offer *fleet.Offer) error {
+	t.bounds.CompletionTokens = g.cfg.Ledger.CompletionBound(req.MaxTokens, offer.ContextLength)
+	amounts := []money.Nanos{g.maxCost(offer, req, t)}
+	if dear := g.dearestCost(offer.Model, req, t); dear > amounts[0] {
+		amounts = []money.Nanos{dear, amounts[0]}
+	}
+	var err error
+	for _, amount := range amounts {
+		// A hold once queued commits whether or not the request is still there: wait for
+		// it, and void it when the request ended meanwhile, so that none is left open.
+		if err = g.cfg.Ledger.Hold(context.WithoutCancel(ctx), c.id, c.key, amount); err == nil {
+			t.held = max(amount, 1)
+			break
+		}
+		if _, ok := errors.AsType[*store.LimitError](err); !ok {
+			break
+		}
+	}
+	if err != nil {
+		return holdError(err)
+	}
+	if ctx.Err() != nil {
+		g.voidHold(ctx, c, req, "the request ended before a node took it")
+		if aborted(ctx) {
+			return errShuttingDown
+		}
+		return errBuyerGone
+	}
+	if g.tracing {
+		c.span.AddEvent("hold", trace.WithAttributes(tracing.HoldNanos.Int64(int64(t.held))))
+	}
+	return nil
+}
+
+// dearestCost is the most the request may cost on any node serving model, within its price
+// caps.
+func (g *Gateway) dearestCost(model string, req *protocol.Request, t *try) money.Nanos {
+	var dear money.Nanos
+	cands := g.index(model).Candidates()
+	for i := range cands {
+		c := &cands[i]
+		if c.Offer == nil {
+			continue
+		}
+		ask := g.askOf(c.Offer, t)
+		if p := t.prefs.MaxPrice.Prompt; p != nil && ask.Input > *p || t.prefs.MaxPrice.Completion != nil && ask.Output > *t.prefs.MaxPrice.Completion {
+			continue // the buyer's cap excludes it: no retry goes there
+		}
+		dear = max(dear, g.maxCost(c.Offer, req, t))
+	}
+	return dear
 }
 
 // voidHold closes the request's hold without charge, recording why in its usage.
@@ -215,13 +340,17 @@ func noNode(model string, serving int, err error) error {
 	return e
 }
 
-func askOf(o *fleet.Offer) ledger.Ask {
-	return ledger.Ask{Input: money.Price(o.InputPrice), Output: money.Price(o.OutputPrice)}
+// askOf is what the request pays per million tokens on an offer: its ask at the request's tier.
+func (g *Gateway) askOf(o *fleet.Offer, t *try) ledger.Ask {
+	m := g.cfg.TierPrices
+	return ledger.Ask{Input: m.Price(money.Price(o.InputPrice), t.tier), Output: m.Price(money.Price(o.OutputPrice), t.tier)}
 }
 
-func (g *Gateway) maxCost(o *fleet.Offer, req *protocol.Request, b ledger.Bounds) money.Nanos {
+// maxCost is the most the request may cost on an offer, fee included.
+func (g *Gateway) maxCost(o *fleet.Offer, req *protocol.Request, t *try) money.Nanos {
+	b := t.bounds
 	b.CompletionTokens = g.cfg.Ledger.CompletionBound(req.MaxTokens, o.ContextLength)
-	return g.cfg.Ledger.MaxCost(askOf(o), b)
+	return g.cfg.Ledger.MaxCost(g.askOf(o, t), b)
 }
 
 // holdError turns a refused hold into the buyer's 402.

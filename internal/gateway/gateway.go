@@ -45,6 +45,9 @@ const (
 const (
 	HeaderRequestID = "X-Request-Id"
 	HeaderNode      = "X-Shareai-Node"
+	// HeaderQueueTime is how long the request waited in the queue for a free node before
+	// its answer started, as a Go duration ("0s", "1.2s").
+	HeaderQueueTime = "X-Shareai-Queue-Time"
 )
 
 // Config configures a Gateway.
@@ -92,6 +95,8 @@ type Gateway struct {
 	cands    candidates
 	notary   *notary
 	limits   limiter
+	queue    *queue.Queue[*fleet.Offer]
+	bronze   bronzeJobs // what gold may preempt
 	meter    *meter.Meter
 	tracer   trace.Tracer
 	tracing  bool // whether tracer records: only then is a buyer's traceparent read
@@ -142,6 +147,10 @@ func New(cfg Config) *Gateway {
 	g.stopping, g.stopAll = context.WithCancelCause(context.Background())
 	g.affinity.now = cfg.Now
 	g.limits = limiter{defaults: cfg.Limits, now: cfg.Now}
+	g.queue = queue.New[*fleet.Offer](cfg.Queue)
+	if cfg.Fleet != nil {
+		cfg.Fleet.SetHandoff(g.handoff)
+	}
 	return g
 }
 

@@ -88,30 +88,48 @@ func (c *Candidate) Slots(t tier.Tier) int {
 func FromOffers(offers []*fleet.Offer) []Candidate {
 	cs := make([]Candidate, len(offers))
 	for i, o := range offers {
-		st := o.Stats()
-		c := &cs[i]
-		*c = Candidate{
-			Offer:           o,
-			InputPrice:      money.Price(o.InputPrice),
-			OutputPrice:     money.Price(o.OutputPrice),
-			Reliability:     Reliability(o.Node, st),
-			Running:         o.Running(),
-			MaxConcurrent:   o.MaxConcurrent,
-			GoldSlots:       o.GoldSlots,
-			NoBronze:        o.NoBronze,
-			Quantization:    strings.ToLower(o.Quantization),
-			TTFT:            st.TTFT,
-			TokensPerSecond: st.TokensPerSecond,
-			Warm:            o.Warm(),
-			Continues:       o.Continues,
-		}
-		if n := o.Node; n != nil {
-			c.NodeID, c.ProviderID, c.Region, c.RTT = n.ID, n.AccountID, country(n.Region), n.RTT()
-			c.Paused = n.Paused() != ""
-			c.Level = levelOf(o.Level()) // the node's, unless the model is not verified on it
-		}
+		cs[i] = FromOffer(o)
 	}
 	return cs
+}
+
+// FromOffer returns the candidate of one offer (see FromOffers).
+func FromOffer(o *fleet.Offer) Candidate {
+	st := o.Stats()
+	c := Candidate{
+		Offer:           o,
+		InputPrice:      money.Price(o.InputPrice),
+		OutputPrice:     money.Price(o.OutputPrice),
+		Reliability:     Reliability(o.Node, st),
+		Running:         o.Running(),
+		MaxConcurrent:   o.MaxConcurrent,
+		GoldSlots:       o.GoldSlots,
+		NoBronze:        o.NoBronze,
+		Quantization:    strings.ToLower(o.Quantization),
+		TTFT:            st.TTFT,
+		TokensPerSecond: st.TokensPerSecond,
+		Warm:            o.Warm(),
+		Continues:       o.Continues,
+	}
+	if n := o.Node; n != nil {
+		c.NodeID, c.ProviderID, c.Region, c.RTT = n.ID, n.AccountID, country(n.Region), n.RTT()
+		c.Paused = n.Paused() != ""
+		c.Level = levelOf(o.Level()) // the node's, unless the model is not verified on it
+	}
+	return c
+}
+
+// Fit tells whether single candidates are eligible for a request, as Match would decide: for a
+// slot freed on a node, which waiting request it may go to.
+type Fit struct{ f filter }
+
+// NewFit prepares the checks of req.
+func NewFit(req Request) *Fit { return &Fit{newFilter(req)} }
+
+// Admits reports whether c is eligible, a free slot included.
+func (f *Fit) Admits(c *Candidate) bool {
+	why, _ := f.f.check(c)
+	return why == eligible
 }
 
 // Pick takes a slot on the best of offers for model with no preferences and returns it.

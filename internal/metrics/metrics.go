@@ -73,6 +73,10 @@ type Coordinator struct {
 	fees        prometheus.Counter
 	subsidies   prometheus.Counter
 	earnings    prometheus.Counter
+	queued      *prometheus.GaugeVec
+	waits       *prometheus.HistogramVec
+	preemptions prometheus.Counter
+	resumeGap   prometheus.Histogram
 }
 
 // NewCoordinator makes the coordinator's metrics and registers them on r; nil r: unregistered.
@@ -132,9 +136,24 @@ func NewCoordinator(r *Registry) *Coordinator {
 		earnings: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "shareai_provider_earnings_usd_total", Help: "What providers earned, in USD (pending until the settlement delay passes).",
 		}),
+		queued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "shareai_queue_length", Help: "Requests waiting in the queue for a free node now, by service tier.",
+		}, []string{"tier"}),
+		waits: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "shareai_queue_wait_seconds", Help: "Time requests waited in the queue for a free node, by tier and result: served (a node took it), timeout (the queue deadline passed), gone (the buyer left), full (refused: the queue was full), failed (no node could take it any more).",
+			Buckets: ttftBuckets,
+		}, []string{"tier", "result"}),
+		preemptions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "shareai_preemptions_total", Help: "Bronze jobs preempted to free a slot for a gold request.",
+		}),
+		resumeGap: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "shareai_preemption_gap_seconds", Help: "Time a preempted bronze answer was paused: from its node stopping to another job taking it over.",
+			Buckets: ttftBuckets,
+		}),
 	}
 	register(r, m.requests, m.duration, m.ttft, m.tokens, m.inFlight, m.streams, m.matches, m.noProvider,
-		m.failovers, m.rateLimited, m.holdsOpen, m.holdsPlaced, m.settlements, m.spend, m.fees, m.subsidies, m.earnings)
+		m.failovers, m.rateLimited, m.holdsOpen, m.holdsPlaced, m.settlements, m.spend, m.fees, m.subsidies, m.earnings,
+		m.queued, m.waits, m.preemptions, m.resumeGap)
 	return m
 }
 
@@ -198,6 +217,22 @@ func (m *Coordinator) NoProvider(reasons map[string]int) {
 
 // Failover counts a request moved to another node: stage is before_first_token or mid_stream.
 func (m *Coordinator) Failover(stage string) { m.failovers.WithLabelValues(stage).Inc() }
+
+// Queued counts a request joining (+1) or leaving (-1) the queue at a tier.
+func (m *Coordinator) Queued(tier string, delta int) {
+	m.queued.WithLabelValues(tier).Add(float64(delta))
+}
+
+// QueueWaited records a wait in the queue and how it ended (see shareai_queue_wait_seconds).
+func (m *Coordinator) QueueWaited(tier, result string, seconds float64) {
+	m.waits.WithLabelValues(tier, result).Observe(seconds)
+}
+
+// Preempted counts a bronze job preempted for gold.
+func (m *Coordinator) Preempted() { m.preemptions.Inc() }
+
+// Resumed records how long a preempted answer was paused.
+func (m *Coordinator) Resumed(seconds float64) { m.resumeGap.Observe(seconds) }
 
 // RateLimited counts a request refused by a key's limit: requests (per minute, or concurrent)
 // or tokens (per minute), as the 429's error type says.

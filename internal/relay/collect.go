@@ -93,7 +93,7 @@ func (c *Collect) End(finishReason string, u protocol.Usage, cost money.Nanos) e
 			msg.Content = &text
 		}
 		v = &api.ChatCompletion{
-			ID: c.a.ID, Object: api.ObjectChatCompletion, Created: c.a.Created, Model: c.a.Model,
+			ID: c.a.ID, Object: api.ObjectChatCompletion, Created: c.a.Created, Model: c.a.Model, ServiceTier: c.a.ServiceTier,
 			Choices: []api.ChatChoice{{Message: msg, Logprobs: api.Null(), FinishReason: finishReason}},
 			Usage:   usage,
 		}

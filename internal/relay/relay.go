@@ -121,7 +121,7 @@ func Run(ctx context.Context, job *fleet.Job, sink Sink, st *State, opts Options
 		}
 		for {
 			if fr.Type == protocol.TypeEnd {
-				return end(sink, fr.End, res, st, opts.Bill)
+				return end(sink, fr.End, res, st, opts.Bill, job.Preempted())
 			}
 			d := fr.Delta
 			if err := st.aside(d); err != nil {
@@ -253,7 +253,7 @@ func cancel(job *fleet.Job, res Result, cause error) Result {
 	}
 }
 
-func end(sink Sink, e *protocol.End, res Result, st *State, bill Biller) Result {
+func end(sink Sink, e *protocol.End, res Result, st *State, bill Biller, preempted bool) Result {
 	res.Usage = e.Usage
 	switch {
 	case e.Error != nil && !st.Started:
@@ -263,9 +263,13 @@ func end(sink Sink, e *protocol.End, res Result, st *State, bill Biller) Result 
 		res.Outcome, res.Err = Failed, e.Error
 		return res
 	case e.FinishReason == protocol.FinishCancelled:
-		// Only the coordinator cancels jobs, and it stops reading when it does: a node that
-		// says so on its own failed (before the answer started: refused).
+		// Only the coordinator cancels jobs, and it stops reading when it does, unless it
+		// preempted the job: a node that says so on its own failed (before the answer
+		// started: refused).
 		res.Outcome, res.Err = Failed, errors.New("node cancelled the job")
+		if preempted {
+			res.Err = fleet.ErrPreempted
+		}
 		if !st.Started {
 			res.Outcome = Refused
 		}

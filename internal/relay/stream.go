@@ -17,6 +17,9 @@ type Answer struct {
 	Model        string // the model the buyer asked for
 	Created      int64  // Unix seconds
 	IncludeUsage bool   // stream_options.include_usage
+	// ServiceTier is the tier that serves a chat answer, by OpenAI's name (priority, default,
+	// flex); "" names none. OpenAI's legacy completions have no such field.
+	ServiceTier string
 }
 
 // Stream writes a streamed answer as server-sent events: chat.completion.chunk objects for a
@@ -52,6 +55,10 @@ func newStream(w http.ResponseWriter, a Answer, chat bool) *Stream {
 	p = strconv.AppendInt(p, a.Created, 10)
 	p = append(p, `,"model":`...)
 	p = api.AppendString(p, a.Model)
+	if chat && a.ServiceTier != "" {
+		p = append(p, `,"service_tier":`...)
+		p = api.AppendString(p, a.ServiceTier)
+	}
 	p = append(p, `,"choices":[`...)
 	s.prefix = p
 	return s

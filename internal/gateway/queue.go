@@ -1,0 +1,176 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/shareai/shareai/internal/api"
+	"github.com/shareai/shareai/internal/fleet"
+	"github.com/shareai/shareai/internal/matcher"
+	"github.com/shareai/shareai/internal/protocol"
+	"github.com/shareai/shareai/internal/queue"
+	"github.com/shareai/shareai/internal/tier"
+)
+
+// The admission queue: when every node that fits a request is busy (or paused for now), the
+// request waits for a slot instead of failing, up to the queue's deadline and never past its
+// buyer's disconnect. A slot about to be freed is handed to the first waiter in line that it
+// fits (fleet.SetHandoff → queue.Hand): gold first, then continuations of answers already
+// started, then by arrival. A gold request that waits may preempt a bronze job: the bronze
+// answer pauses and continues exactly once a slot frees.
+
+// recheckEvery is how often a waiting request looks for a free node itself, besides being
+// handed a slot and the fleet's changes: for capacity that appears without a slot being freed
+// (a node's gold slots, a node unpaused).
+const recheckEvery = time.Second
+
+// handoff offers a slot about to be freed to the queue (fleet.SetHandoff), unless its node
+// is gone: the slots of a node whose connection ended free as its jobs fail.
+func (g *Gateway) handoff(o *fleet.Offer) bool {
+	return !g.queue.Empty() && !o.Node.Gone() && g.queue.Hand(o.Model, o)
+}
+
+// waitable says whether waiting may get the request a node of model: some node that fits it
+// is only busy, paused for now, or not verified yet; or every node serving it left a moment
+// ago (dropped connections come back within seconds).
+func (g *Gateway) waitable(model string, err error) bool {
+	np, ok := errors.AsType[*matcher.NoProvider](err)
+	if !ok {
+		return false
+	}
+	if np.Serving == 0 {
+		return g.servedRecently(model)
+	}
+	return np.Reasons[matcher.ReasonBusy]+np.Reasons[matcher.ReasonPaused]+np.Reasons[matcher.ReasonUnverified] > 0
+}
+
+// fits returns whether a slot of an offer, about to be freed, may go to a request: the request
+// would pick the node were the slot free, and the node's cost fits the request's hold.
+func (g *Gateway) fits(mreq matcher.Request, req *protocol.Request, t *try) func(*fleet.Offer) bool {
+	fit := matcher.NewFit(mreq)
+	return func(o *fleet.Offer) bool {
+		c := matcher.FromOffer(o)
+		c.Running-- // the slot being freed
+		return fit.Admits(&c) && (t.held == 0 || g.maxCost(o, req, t) <= t.held)
+	}
+}
+
+// wait queues the request for a slot of model, for which pick found every node that fits it
+// busy, and returns the candidate whose slot it got. pick looks for a free node again.
+func (g *Gateway) wait(ctx context.Context, c *call, t *try, model string, mreq matcher.Request, req *protocol.Request, pick func() (matcher.Candidate, error)) (matcher.Candidate, error) {
+	start := g.cfg.Now()
+	tk, err := g.queue.Join(model, c.key.ID, t.tier, t.continuing, g.fits(mreq, req, t), start)
+	if err != nil {
+		g.cfg.Metrics.QueueWaited(t.tier.String(), "full", 0)
+		return matcher.Candidate{}, queueFull(err)
+	}
+	g.cfg.Metrics.Queued(t.tier.String(), 1)
+	result := "served"
+	defer func() {
+		waited := g.cfg.Now().Sub(start)
+		t.queued += waited
+		g.cfg.Metrics.Queued(t.tier.String(), -1)
+		g.cfg.Metrics.QueueWaited(t.tier.String(), result, waited.Seconds())
+	}()
+	deadline := time.NewTimer(g.queue.Config().Timeout)
+	defer deadline.Stop()
+	recheck := time.NewTicker(recheckEvery)
+	defer recheck.Stop()
+	var preempted *fleet.Job // the bronze job this gold request stopped, until it ends
+	for {
+		changed := g.cfg.Fleet.Changed()
+		// Look again once in line: a slot freed before the ticket joined is free now.
+		cand, err := pick()
+		if err == nil {
+			if o, ok := tk.Leave(); ok {
+				o.Release() // handed one meanwhile: keep the one picked, free the other
+			}
+			return cand, nil
+		}
+		if !g.waitable(model, err) {
+			if o, ok := tk.Leave(); ok {
+				return matcher.FromOffer(o), nil
+			}
+			result = "failed"
+			return matcher.Candidate{}, err
+		}
+		if t.tier == tier.Gold && (preempted == nil || preempted.Ended()) {
+			preempted = g.preempt(model, tk)
+		}
+		select {
+		case o := <-tk.Ready():
+			return matcher.FromOffer(o), nil
+		case <-changed:
+		case <-recheck.C:
+		case <-deadline.C:
+			if o, ok := tk.Leave(); ok {
+				return matcher.FromOffer(o), nil
+			}
+			result = "timeout"
+			return matcher.Candidate{}, &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Code: api.CodeNoProviderAvailable, RetryAfter: 2,
+				Message: fmt.Sprintf("No node could take this request within %s in the queue (%v). Retry shortly.", g.queue.Config().Timeout, err)}
+		case <-ctx.Done():
+			if o, ok := tk.Leave(); ok {
+				o.Release()
+			}
+			result = "gone"
+			if aborted(ctx) {
+				return matcher.Candidate{}, errShuttingDown
+			}
+			return matcher.Candidate{}, errBuyerGone
+		}
+	}
+}
+
+func queueFull(err error) error {
+	return &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Code: api.CodeNoProviderAvailable, RetryAfter: 2,
+		Message: fmt.Sprintf("Every node that fits this request is busy and the queue is full: %v. Retry shortly.", err)}
+}
+
+// bronzeJobs are the bronze jobs running, by model, newest last: what gold may preempt.
+type bronzeJobs struct {
+	mu sync.Mutex
+	m  map[string][]*fleet.Job
+}
+
+// running records a bronze job until the func it returns is called.
+func (b *bronzeJobs) running(j *fleet.Job) (done func()) {
+	model := j.Offer.Model
+	b.mu.Lock()
+	if b.m == nil {
+		b.m = make(map[string][]*fleet.Job)
+	}
+	b.m[model] = append(b.m[model], j)
+	b.mu.Unlock()
+	return func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if js := slices.DeleteFunc(b.m[model], func(x *fleet.Job) bool { return x == j }); len(js) > 0 {
+			b.m[model] = js
+		} else {
+			delete(b.m, model)
+		}
+	}
+}
+
+// preempt stops the newest bronze job of model on a node whose freed slot the waiting gold
+// request would take, and returns it; nil when there is none.
+func (g *Gateway) preempt(model string, tk *queue.Ticket[*fleet.Offer]) *fleet.Job {
+	g.bronze.mu.Lock()
+	defer g.bronze.mu.Unlock()
+	js := g.bronze.m[model]
+	for i := len(js) - 1; i >= 0; i-- {
+		j := js[i]
+		if !j.Preempted() && tk.Fits(j.Offer) && j.Preempt() {
+			g.cfg.Metrics.Preempted()
+			g.log.Info("preempted a bronze job for a gold request", logNode, j.Offer.Node.ID, "job", j.ID)
+			return j
+		}
+	}
+	return nil
+}
