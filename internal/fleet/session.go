@@ -361,6 +361,12 @@ func (s *session) record(ctx context.Context, n *Node, reg *protocol.Register, n
 		}
 	}
 	n.level.Store(&level)
+	if prev != nil {
+		// Its record's last score, until the next scoring: connecting again wipes nothing, so
+		// a node back from a crash does not rank as one with a perfect record
+		// (docs/reputation.md).
+		n.SetScore(prev.Score)
+	}
 	s.act.rec = store.NodeSession{ID: newSessionID(), NodeID: n.ID, ConnectedAt: now, LastSeen: now}
 	if err := st.StartNodeSession(ctx, &s.act.rec); err != nil {
 		return fmt.Errorf("record node %s's session: %w", n.ID, err)

@@ -13,7 +13,7 @@ const ewmaWeight = 0.2
 type Stats struct {
 	TTFT            time.Duration // moving average of time to first token; 0 until measured
 	TokensPerSecond float64       // moving average of output tokens per second after the first
-	Reliability     float64       // moving average of answers completed (1) vs failed (0)
+	Reliability     float64       // moving average of answers completed (1) vs failed (0); 1 before any
 	Completed       int64
 	Failed          int64
 }
@@ -24,7 +24,9 @@ func (o *Offer) Stats() Stats {
 	defer o.mu.Unlock()
 	s := o.stats
 	if s.Completed+s.Failed == 0 {
-		s.Reliability = 1 // a new node starts trusted; reputation (planned) refines this
+		// The moving average's start. It measures nothing yet: ranking (matcher.Reliability)
+		// and the score (the live reliability factor) take it only once a job has ended.
+		s.Reliability = 1
 	}
 	return s
 }

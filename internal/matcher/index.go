@@ -4,50 +4,70 @@ import (
 	"cmp"
 	"math/rand/v2"
 	"slices"
+	"sync"
+	"sync/atomic"
 )
 
 // Index holds one model's candidates sorted for the default auction (trusted before verified,
-// then effective price, then warm before cold), in groups of equal standing. For preferences that keep that order — sort
-// by price, no order list, no preferred latency — Pick walks from the best group and stops at
-// the first eligible node with a free slot, so a decision costs about as many checks as there
+// then effective price), in groups: nodes of equal standing whose effective prices are near
+// (within the tolerance of the group's cheapest), the warm ones, then the cold ones. For
+// preferences that keep that order — sort by price, no order list, no preferred latency — Pick
+// walks from the best group and stops in the first where it takes a slot, at most one
+// eligible node past the first it finds, so a decision costs about as many checks as there
 // are better but ineligible nodes, not one per node of the fleet. Other preferences use Match
 // over Candidates.
 //
-// An Index is read-only once built and may be shared by concurrent decisions.
+// An Index is read-only once built, but for the rotation that spreads decisions over a group,
+// and may be shared by concurrent decisions.
 type Index struct {
 	cands  []Candidate
-	groups []int // start of each group of equal standing, then len(cands)
+	groups []int // start of each group, then len(cands)
+
+	seed sync.Once
+	turn atomic.Uint64 // the last decision's place in the rotation
 }
 
-// NewIndex sorts a copy of cands.
+// NewIndex sorts a copy of cands and groups them. A group starts at the cheapest node not in
+// an earlier one and holds the nodes of its standing within the tolerance of it: its nodes
+// are all near one another, and each node of a later group is beyond the tolerance of the
+// first of every earlier group of its standing.
 func NewIndex(cands []Candidate) *Index {
-	ix := &Index{cands: slices.Clone(cands)}
+	// Sort keys, not candidates: a candidate is a few hundred bytes to move.
 	type keyed struct {
 		standing int
 		price    float64
-		cold     bool
+		i        int
 	}
-	key := func(c *Candidate) keyed { return keyed{c.Level.standing(), effectivePrice(c), !c.Warm} }
-	slices.SortStableFunc(ix.cands, func(a, b Candidate) int {
-		ka, kb := key(&a), key(&b)
-		if c := cmp.Compare(ka.standing, kb.standing); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(ka.price, kb.price); c != 0 {
-			return c
-		}
-		switch {
-		case ka.cold == kb.cold:
-			return 0
-		case kb.cold:
-			return -1
-		}
-		return 1
+	ks := make([]keyed, len(cands))
+	for i := range cands {
+		ks[i] = keyed{cands[i].Level.standing(), effectivePrice(&cands[i]), i}
+	}
+	slices.SortFunc(ks, func(a, b keyed) int {
+		return cmp.Or(cmp.Compare(a.standing, b.standing), cmp.Compare(a.price, b.price), cmp.Compare(a.i, b.i))
 	})
-	for i := range ix.cands {
-		if i == 0 || key(&ix.cands[i]) != key(&ix.cands[i-1]) {
-			ix.groups = append(ix.groups, i)
+	ix := &Index{cands: make([]Candidate, 0, len(cands))}
+	for start := 0; start < len(ks); {
+		end := start + 1
+		for end < len(ks) && ks[end].standing == ks[start].standing && near(ks[start].price, ks[end].price) {
+			end++
 		}
+		// Warm before cold: a node with the model loaded answers sooner.
+		group := len(ix.cands)
+		ix.groups = append(ix.groups, group)
+		for _, k := range ks[start:end] {
+			if cands[k.i].Warm {
+				ix.cands = append(ix.cands, cands[k.i])
+			}
+		}
+		if warm := len(ix.cands) - group; warm > 0 && warm < end-start {
+			ix.groups = append(ix.groups, len(ix.cands)) // the cold ones
+		}
+		for _, k := range ks[start:end] {
+			if !cands[k.i].Warm {
+				ix.cands = append(ix.cands, cands[k.i])
+			}
+		}
+		start = end
 	}
 	ix.groups = append(ix.groups, len(ix.cands))
 	return ix
@@ -66,40 +86,92 @@ func Walkable(p Prefs) bool {
 }
 
 // Pick takes a slot on the best eligible candidate, as Match and Pick would for preferences
-// that are Walkable: equal nodes share traffic by starting each group's walk at a random node.
-// A node whose slots are all taken is skipped. When nothing is eligible, the error is a
-// *NoProvider counting each node's reason.
+// that are Walkable: of the first group with an eligible node that has a free slot (so its
+// effective price is within the tolerance of the best eligible node's), a node chosen by take.
+// When nothing is eligible, the error is a *NoProvider counting each node's reason.
 func (ix *Index) Pick(req Request) (Candidate, error) {
 	f := newFilter(req)
 	var counts [numReasons]int
+	turn := ix.next(req.Rand)
 	for g := 0; g+1 < len(ix.groups); g++ {
 		group := ix.cands[ix.groups[g]:ix.groups[g+1]]
-		start := int(uniform(req.Rand, uint64(len(group))))
-		for j := range group {
-			c := &group[(start+j)%len(group)]
-			// The snapshot's count of running jobs may be older than the slots: the live one
-			// decides, both ways.
-			why, _ := f.check(c)
-			switch {
-			case why == busy && c.Offer != nil && c.Offer.AcquireFor(req.Tier):
-				why = eligible
-			case why == eligible && c.Offer != nil && !c.Offer.AcquireFor(req.Tier):
-				why = busy
-			}
-			if why != eligible {
-				counts[why]++
-				continue
-			}
+		if c := f.take(group, int(turn%uint64(len(group))), &counts); c != nil {
 			return *c, nil
 		}
 	}
 	return Candidate{}, newNoProvider(req.Model, len(ix.cands), &counts, req.Prefs.Regions)
 }
 
-// uniform draws from [0, n).
-func uniform(r *rand.Rand, n uint64) uint64 {
-	if r != nil {
-		return r.Uint64N(n)
+// next returns a decision's place in the rotation: the index's first decision draws it at
+// random, each later one is one further, so that successive decisions start their walk of a
+// group at successive nodes and equal nodes take turns, even when all are idle.
+func (ix *Index) next(r *rand.Rand) uint64 {
+	ix.seed.Do(func() { ix.turn.Store(random(r)) })
+	return ix.turn.Add(1)
+}
+
+// take takes a slot on a node of group, walking it from start: of the first two eligible
+// nodes it meets, the less loaded (the first when both are equal, and at once when it is
+// idle), so that equal nodes share the load as well as the requests at the cost of one check
+// more. A node whose slots are all taken is skipped. It counts the reason of each node it
+// finds ineligible, or busy, and returns nil when it takes none.
+func (f *filter) take(group []Candidate, start int, counts *[numReasons]int) *Candidate {
+	var held *Candidate // the first eligible node met, not idle: the next may be less loaded
+	for j := range group {
+		c := &group[(start+j)%len(group)]
+		why, _ := f.check(c)
+		if why == busy && c.Offer != nil && c.Offer.Running() < c.Slots(f.tier) {
+			why = eligible // the snapshot's count is older than the slots: the live one decides
+		}
+		if why != eligible {
+			counts[why]++
+			continue
+		}
+		if held == nil && liveLoad(c) > 0 {
+			held = c
+			continue
+		}
+		a, b := c, held
+		if b != nil && liveLoad(b) <= liveLoad(a) {
+			a, b = b, a
+		}
+		if f.acquire(a, counts) {
+			return a
+		}
+		if b != nil && f.acquire(b, counts) {
+			return b
+		}
+		held = nil
 	}
-	return rand.Uint64N(n)
+	if held != nil && f.acquire(held, counts) {
+		return held
+	}
+	return nil
+}
+
+// acquire takes a slot on c for the request's tier, counting it busy when none is free since
+// the snapshot. A candidate without an offer is taken without one.
+func (f *filter) acquire(c *Candidate, counts *[numReasons]int) bool {
+	if c.Offer == nil || c.Offer.AcquireFor(f.tier) {
+		return true
+	}
+	counts[busy]++
+	return false
+}
+
+// liveLoad is the share of c's slots in use now, or in the snapshot without an offer.
+func liveLoad(c *Candidate) float64 {
+	running := c.Running
+	if c.Offer != nil {
+		running = c.Offer.Running()
+	}
+	return float64(running) / float64(c.MaxConcurrent)
+}
+
+// random draws a uint64 from r, or from math/rand/v2's global source when r is nil.
+func random(r *rand.Rand) uint64 {
+	if r != nil {
+		return r.Uint64()
+	}
+	return rand.Uint64()
 }

@@ -1,6 +1,7 @@
 package matcher
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -17,6 +18,15 @@ const (
 // reliabilityFloor bounds the divisor of an ask, so an unproven or failing node's effective
 // price stays finite: it is at most 20 times its ask.
 const reliabilityFloor = 0.05
+
+// tolerance is how far apart two nodes' measures may be and still count as equal: effective
+// prices (or, by the other sorts, latencies and outputs per second) within 5% of the best
+// one's. Equal nodes share the traffic by load and chance instead of the best taking every
+// request. 5% is about what a few points of reputation score make (0.94 against 0.98: one
+// failed check or a bad day, noise rather than merit), so that equal asks share whatever the
+// scores' noise; a node that asks or scores more than 5% better still wins outright, and a
+// buyer pays up to 5% more than the cheapest ask only where the asks differ by less.
+const tolerance = 0.05
 
 // Request is what one decision depends on besides the candidates.
 type Request struct {
@@ -62,7 +72,8 @@ type entry struct {
 	k rankKey
 }
 
-// rankKey orders candidates: lower is better, field by field.
+// rankKey orders candidates: lower is better, field by field. Match keeps the best by this
+// exact order, then lets the tolerance make near ones equal (even).
 type rankKey struct {
 	tier      int     // 2 × position in Order (len(Order) when unlisted), +1 when slower than preferred
 	standing  int     // trusted before verified
@@ -83,6 +94,14 @@ func (a *rankKey) less(b *rankKey) bool {
 		return a.primary < b.primary
 	case a.secondary != b.secondary:
 		return a.secondary < b.secondary
+	}
+	return a.lessTie(b)
+}
+
+// lessTie orders candidates that rank equal: the least loaded first, then warm before cold,
+// then at random.
+func (a *rankKey) lessTie(b *rankKey) bool {
+	switch {
 	case a.load != b.load:
 		return a.load < b.load
 	case a.cold != b.cold:
@@ -101,13 +120,18 @@ func (a *rankKey) less(b *rankKey) bool {
 //   - Then by the sort. By price (the default), the lowest effective price wins: the sum of
 //     the input and output asks per million tokens, divided by reliability (at least 0.05),
 //     so a node that fails half its jobs must ask less than half to beat a reliable one. By
-//     latency, the lowest RTT + time to first token, unknown last; by throughput, the most
-//     tokens per second, unknown last; ties on either by effective price. Nodes known to be
-//     slower than PreferredMaxLatency rank after the others of their Order position.
-//   - Then the least loaded (running / slots), then warm before cold, then at random, so
-//     equal nodes share traffic.
+//     latency, the lowest RTT + time to first token, nodes with no time to first token
+//     measured last (whatever their RTT); by throughput, the most tokens per second, unknown
+//     last; ties on either by effective price. Nodes known to be slower than
+//     PreferredMaxLatency rank after the others of their Order position.
+//   - Measures within the tolerance (5%) of the best one's count as equal: among nodes of
+//     the same Order position and standing, those whose sort measure is near the first's,
+//     and by the latency and throughput sorts whose effective price is near too, rank by
+//     load (running / slots), then warm before cold, then at random, so that equal nodes
+//     share traffic. A node beyond the tolerance of the best still ranks after it.
 //
-// Only the best Depth are sorted: Match is one pass over the candidates.
+// Only the best Depth are sorted: Match is one pass over the candidates, and the nodes it
+// spreads over are those of the best Depth that are near the best.
 //
 // The ranking is on the heap: it holds its best entries inline (a few KiB), which on the
 // stack would grow the goroutine of every request, streams held open included.
@@ -159,13 +183,63 @@ func (r *Ranking) scan(count bool) {
 		}
 		return 1
 	})
+	even(r.top[:r.n])
 }
 
-func (r *Ranking) rand() uint64 {
-	if r.req.Rand != nil {
-		return r.req.Rand.Uint64()
+func (r *Ranking) rand() uint64 { return random(r.req.Rand) }
+
+// even reorders entries sorted best first so that those the tolerance makes equal rank by
+// lessTie: a run of entries of the same tier and standing whose primary measure is near the
+// first's, and within it (sorted by the secondary) each run whose secondary is near its
+// first's. Runs keep their order, so a node beyond the tolerance of the first of its run
+// still ranks after it.
+func even(es []entry) {
+	for len(es) > 0 {
+		band := es[:nearRun(es, func(k *rankKey) float64 { return k.primary })]
+		slices.SortFunc(band, func(a, b entry) int {
+			return cmp.Or(cmp.Compare(a.k.secondary, b.k.secondary), tieOrder(a, b))
+		})
+		for rest := band; len(rest) > 0; {
+			tied := rest[:nearRun(rest, func(k *rankKey) float64 { return k.secondary })]
+			slices.SortFunc(tied, tieOrder)
+			rest = rest[len(tied):]
+		}
+		es = es[len(band):]
 	}
-	return rand.Uint64()
+}
+
+// nearRun returns how many of the sorted entries, from the first, share its tier and standing
+// with a measure near the first's.
+func nearRun(es []entry, measure func(*rankKey) float64) int {
+	first := &es[0].k
+	n := 1
+	for ; n < len(es); n++ {
+		k := &es[n].k
+		if k.tier != first.tier || k.standing != first.standing || !near(measure(first), measure(k)) {
+			break
+		}
+	}
+	return n
+}
+
+func tieOrder(a, b entry) int {
+	if a.k.lessTie(&b.k) {
+		return -1
+	}
+	return 1
+}
+
+// near reports whether x, a measure that ranks no better than best (lower is better), is
+// within the tolerance of it. A negated measure (−tokens per second) is near when it is at
+// least best ÷ (1 + tolerance); +Inf (unmeasured) is near only to +Inf.
+func near(best, x float64) bool {
+	switch {
+	case x == best:
+		return true
+	case best >= 0:
+		return x <= best*(1+tolerance)
+	}
+	return x <= best/(1+tolerance)
 }
 
 // push keeps the best depth entries in top[:n] as a heap with the worst at the root.
@@ -266,14 +340,13 @@ func (f *filter) mayBeat(pos int, worst *rankKey) bool { return 2*pos <= worst.t
 func (f *filter) key(c *Candidate, pos int, k *rankKey) {
 	k.tier = 2 * pos
 	k.standing = c.Level.standing()
-	lat := latency(c)
-	if f.p.PreferredMaxLatency > 0 && !math.IsInf(lat, 1) && lat > float64(f.p.PreferredMaxLatency) {
-		k.tier++
+	if f.p.PreferredMaxLatency > 0 && leastLatency(c) > float64(f.p.PreferredMaxLatency) {
+		k.tier++ // known to be slower: its measured part alone is over
 	}
 	price := effectivePrice(c)
 	switch f.sort {
 	case SortLatency:
-		k.primary, k.secondary = lat, price
+		k.primary, k.secondary = latency(c), price
 	case SortThroughput:
 		k.primary, k.secondary = math.Inf(1), price
 		if c.TokensPerSecond > 0 {
@@ -296,10 +369,18 @@ func effectivePrice(c *Candidate) float64 {
 	return float64(c.InputPrice+c.OutputPrice) / rel
 }
 
-// latency is RTT + time to first token in nanoseconds, +Inf when both are unknown.
+// latency is RTT + time to first token in nanoseconds, +Inf while the time to first token is
+// unmeasured: a node that has answered nothing yet ranks after every measured one, not first
+// on its round trip alone (which is a small part of the time to first token).
 func latency(c *Candidate) float64 {
-	if c.RTT <= 0 && c.TTFT <= 0 {
+	if c.TTFT <= 0 {
 		return math.Inf(1)
 	}
+	return float64(max(c.RTT, 0) + c.TTFT)
+}
+
+// leastLatency is the least the latency can be: RTT + time to first token, either 0 while
+// unmeasured. A node it puts over preferred_max_latency is known to be slower.
+func leastLatency(c *Candidate) float64 {
 	return float64(max(c.RTT, 0) + max(c.TTFT, 0))
 }

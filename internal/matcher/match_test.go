@@ -150,9 +150,19 @@ func TestMatch_Rank(t *testing.T) {
 			cands: []Candidate{cand("zero", ask("0.01", "0"), reliability(0)), cand("ok", ask("0.1", "0.1"))},
 			want:  []string{"ok", "zero"}},
 		{name: "latency, unknown last", prefs: Prefs{Sort: SortLatency},
-			cands: []Candidate{cand("unknown"), cand("far", lat(80*time.Millisecond, 200*time.Millisecond)),
-				cand("near", lat(5*time.Millisecond, 300*time.Millisecond)), cand("rtt only", lat(50*time.Millisecond, 0))},
-			want: []string{"rtt only", "far", "near", "unknown"}},
+			cands: []Candidate{cand("unknown", ask("1", "1")), cand("far", lat(80*time.Millisecond, 200*time.Millisecond)),
+				cand("near", lat(5*time.Millisecond, 300*time.Millisecond))},
+			want: []string{"far", "near", "unknown"}},
+		{name: "latency, an unmeasured time to first token last whatever the RTT", prefs: Prefs{Sort: SortLatency},
+			cands: []Candidate{cand("rtt only", lat(time.Millisecond, 0)), cand("slow", lat(80*time.Millisecond, 2*time.Second)),
+				cand("unknown", ask("1", "1"))},
+			want: []string{"slow", "rtt only", "unknown"}},
+		{name: "throughput, unknown last even with latencies", prefs: Prefs{Sort: SortThroughput},
+			cands: []Candidate{cand("measured latency", lat(time.Millisecond, time.Millisecond)), cand("slow", tps(1), ask("2", "2"))},
+			want:  []string{"slow", "measured latency"}},
+		{name: "preferred max latency: an RTT alone over it is known slow", prefs: Prefs{PreferredMaxLatency: 500 * time.Millisecond},
+			cands: []Candidate{cand("far", ask("0.1", "0.1"), lat(600*time.Millisecond, 0)), cand("unknown", ask("0.2", "0.2"))},
+			want:  []string{"unknown", "far"}},
 		{name: "latency ties by price", prefs: Prefs{Sort: SortLatency},
 			cands: []Candidate{cand("dear", ask("2", "2"), lat(0, time.Second)), cand("cheap", lat(0, time.Second))},
 			want:  []string{"cheap", "dear"}},
@@ -230,11 +240,26 @@ func TestMatch_DepthKeepsTheBest(t *testing.T) {
 	for i := range cands {
 		cands[i] = cand(fmt.Sprint(i), ask(fmt.Sprint(rng.IntN(50)), "0"), running(rng.IntN(5)), reliability(0.5+rng.Float64()/2))
 	}
+	// In the exact order, before the tolerance evens near entries out.
+	exact := func(r *Ranking) []string {
+		top := slices.Clone(r.top[:r.n])
+		slices.SortFunc(top, func(a, b entry) int {
+			if a.k.less(&b.k) {
+				return -1
+			}
+			return 1
+		})
+		var ids []string
+		for _, e := range top {
+			ids = append(ids, cands[e.i].NodeID)
+		}
+		return ids
+	}
 	full := Match(Request{Model: model, Rand: seeded(), Depth: MaxDepth}, cands)
 	for _, depth := range []int{1, 2, 7, 16, MaxDepth, 1000} {
 		r := Match(Request{Model: model, Rand: seeded(), Depth: depth}, cands)
-		got := ranked(r)
-		if want := ranked(full)[:min(depth, MaxDepth)]; !slices.Equal(got, want) {
+		got := exact(r)
+		if want := exact(full)[:min(depth, MaxDepth)]; !slices.Equal(got, want) {
 			t.Errorf("depth %d: %v; want %v", depth, got, want)
 		}
 	}
