@@ -788,3 +788,62 @@ func TestKeys_RateLimits(t *testing.T) {
 		})
 	}
 }
+
+// An API key's default service tier: set at creation by OpenAI's name, stored by ShareAI's,
+// listed, and changed with 'keys tier'.
+func TestKeys_ServiceTier(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	code, out, errs := shareai(t, "keys", "create", "--data-dir", dir, "--account", "alice", "--service-tier", "flex")
+	if code != 0 || !strings.Contains(errs, "flex (bronze)") {
+		t.Fatalf("keys create --service-tier flex = %d, %q, %q", code, out, errs)
+	}
+	secret := strings.TrimSpace(out)
+	key := func() *store.Key {
+		var k *store.Key
+		withStore(t, dir, func(st *sqlstore.DB) {
+			var err error
+			if k, err = st.KeyByHash(ctx, store.HashSecret(secret)); err != nil {
+				t.Fatal(err)
+			}
+		})
+		return k
+	}
+	k := key()
+	if k.ServiceTier != "bronze" {
+		t.Errorf("stored tier %q, want bronze", k.ServiceTier)
+	}
+	if out := must(t, "keys", "list", "--data-dir", dir); !strings.Contains(out, "TIER") || !strings.Contains(out, "flex (bronze)") {
+		t.Errorf("keys list:\n%s\nwant the key's tier", out)
+	}
+	if out := must(t, "keys", "tier", "--data-dir", dir, k.Prefix, "priority"); !strings.Contains(out, "priority (gold)") {
+		t.Errorf("keys tier priority: %q", out)
+	}
+	if got := key().ServiceTier; got != "gold" {
+		t.Errorf("tier after keys tier priority: %q, want gold", got)
+	}
+	must(t, "keys", "tier", k.ID, "default", "--data-dir", dir)
+	if got := key().ServiceTier; got != "silver" {
+		t.Errorf("tier after keys tier default: %q, want silver", got)
+	}
+	for _, tt := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"unknown tier", []string{"create", "--service-tier", "scale"}, 1, "unknown service tier"},
+		{"provider token", []string{"create", "--provider", "--service-tier", "flex"}, 1, "provider token"},
+		{"no tier", []string{"tier", k.ID}, 2, "a tier"},
+		{"unknown tier of a key", []string{"tier", k.ID, "turbo"}, 1, "unknown service tier"},
+		{"the tier before the key", []string{"tier", "flex", k.ID}, 1, "unknown service tier"},
+		{"unknown key", []string{"tier", "key_nope", "flex"}, 1, "not found"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, errs := shareai(t, append(append([]string{"keys"}, tt.args...), "--data-dir", dir)...)
+			if code != tt.code || !strings.Contains(errs, tt.want) {
+				t.Errorf("= %d, %q; want %d and %q", code, errs, tt.code, tt.want)
+			}
+		})
+	}
+}

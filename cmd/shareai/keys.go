@@ -15,6 +15,7 @@ import (
 	"github.com/shareai/shareai/internal/matcher"
 	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/store"
+	"github.com/shareai/shareai/internal/tier"
 )
 
 const keysAbout = `Manage buyers' API keys (sk-…) and providers' tokens (spt-…).
@@ -22,8 +23,10 @@ const keysAbout = `Manage buyers' API keys (sk-…) and providers' tokens (spt-�
   shareai keys create [--account NAME] [--name LABEL] [--provider]
                       [--limit USD [--period daily|weekly|monthly]]
                       [--rpm N] [--tpm N] [--concurrent N]
+                      [--service-tier priority|default|flex]
   shareai keys list   [--account NAME] [--provider]
   shareai keys limits KEY-ID-OR-PREFIX [--rpm N] [--tpm N] [--concurrent N]
+  shareai keys tier   KEY-ID-OR-PREFIX priority|default|flex
   shareai keys revoke KEY-ID-OR-PREFIX
 
 'keys' works on the coordinator's database directly (SQLite in --data-dir, or --db URL for
@@ -36,16 +39,20 @@ remove the cap later with 'shareai admin cap --key KEY-ID'.
 --rpm, --tpm and --concurrent limit an API key's requests per minute, tokens per minute and
 requests in flight at once, in each coordinator process (429 beyond them); 0 takes the
 coordinator's --key-rpm, --key-tpm or --key-concurrent, -1 lifts it. 'keys limits' sets all
-three of an existing key: a limit not given goes back to the coordinator's default. The
-coordinator applies a change within seconds.`
+three of an existing key: a limit not given goes back to the coordinator's default.
+--service-tier is the service tier of an API key's requests that name none in their
+service_tier: priority (gold: first in every queue, may preempt flex), default (silver, the
+default) or flex (bronze: cheapest, may be paused for priority and resumed exactly); each is
+priced at its multiplier of the ask (the coordinator's --tier-prices). 'keys tier' changes it.
+The coordinator applies a change within seconds.`
 
 func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || (args[0] != "create" && args[0] != "list" && args[0] != "limits" && args[0] != "revoke") {
+	if len(args) == 0 || (args[0] != "create" && args[0] != "list" && args[0] != "limits" && args[0] != "tier" && args[0] != "revoke") {
 		w, err := stderr, errUsage
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			w, err = stdout, nil
 		}
-		fmt.Fprintln(w, keysAbout+"\n\nFlags: --data-dir DIR (default ./.shareai) or --db URL, --account NAME, --name LABEL, --provider,\n--limit USD --period daily|weekly|monthly, --routing JSON, --models LIST, --rpm N, --tpm N, --concurrent N;\nsee 'shareai keys create --help'.")
+		fmt.Fprintln(w, keysAbout+"\n\nFlags: --data-dir DIR (default ./.shareai) or --db URL, --account NAME, --name LABEL, --provider,\n--limit USD --period daily|weekly|monthly, --routing JSON, --models LIST, --rpm N, --tpm N, --concurrent N,\n--service-tier TIER; see 'shareai keys create --help'.")
 		return err
 	}
 	verb := args[0]
@@ -63,6 +70,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&limits.RequestsPerMinute, "rpm", 0, "create, limits: requests per minute the API key may make (0: the coordinator's --key-rpm; -1: unlimited)")
 	fs.IntVar(&limits.TokensPerMinute, "tpm", 0, "create, limits: tokens per minute the API key may use (0: the coordinator's --key-tpm; -1: unlimited)")
 	fs.IntVar(&limits.Concurrent, "concurrent", 0, "create, limits: requests the API key may have in flight at once (0: the coordinator's --key-concurrent; -1: unlimited)")
+	serviceTier := fs.String("service-tier", "", "create: the service tier of the API key's requests that name none: priority (gold), default (silver) or flex (bronze)")
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, keysAbout+"\n\nFlags:")
@@ -77,18 +85,23 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		return errUsage
 	}
-	var target string // the key of limits and revoke
-	if verb == "limits" || verb == "revoke" {
-		if fs.NArg() > 0 {
-			target = fs.Arg(0)
-			if err := fs.Parse(fs.Args()[1:]); err != nil { // flags after the key
-				return errUsage
-			}
+	var target string // the key of limits, tier and revoke
+	if verb == "limits" || verb == "tier" || verb == "revoke" {
+		args, err := positional(fs)
+		if err != nil {
+			return errUsage
 		}
-		if target == "" || fs.NArg() != 0 {
+		switch {
+		case verb == "tier" && len(args) != 2:
+			fmt.Fprintln(stderr, "tier takes one key id or prefix and a tier: priority, default or flex")
+			return errUsage
+		case verb == "tier":
+			*serviceTier = args[1]
+		case len(args) != 1:
 			fmt.Fprintln(stderr, verb+" takes one key id or prefix")
 			return errUsage
 		}
+		target = args[0]
 	}
 	if err := checkRateLimits(limits, *provider); err != nil {
 		return err
@@ -97,9 +110,12 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *provider {
 		kind = store.KeyProvider
 	}
+	keyTier, err := keyServiceTier(*serviceTier, *provider)
+	if err != nil {
+		return err
+	}
 	var keyCap *store.Cap
 	if verb == "create" {
-		var err error
 		if keyCap, err = keyLimit(fs, *limit, *period, *provider); err != nil {
 			return err
 		}
@@ -126,7 +142,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			}
 		}
 		secret, k := store.NewKey(acct.ID, kind, *name, time.Now())
-		k.Limits = limits
+		k.Limits, k.ServiceTier = limits, keyTier
 		if *routing != "" {
 			k.Routing = []byte(*routing)
 		}
@@ -153,6 +169,9 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if limits != (store.RateLimits{}) {
 			fmt.Fprintf(stderr, "Its rate limits: %s.\n", describeLimits(limits))
 		}
+		if isSet(fs, "service-tier") {
+			fmt.Fprintf(stderr, "Its requests run at %s unless they name a service_tier.\n", describeTier(keyTier))
+		}
 		fmt.Fprintln(stdout, secret)
 		return nil
 	case "list":
@@ -169,7 +188,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tPREFIX\tACCOUNT\tNAME\tCREATED\tSTATUS\tRATE LIMITS")
+		fmt.Fprintln(tw, "ID\tPREFIX\tACCOUNT\tNAME\tCREATED\tSTATUS\tRATE LIMITS\tTIER")
 		names := map[string]string{}
 		for _, k := range keys {
 			if _, ok := names[k.AccountID]; !ok {
@@ -178,14 +197,14 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 					names[k.AccountID] = a.Name
 				}
 			}
-			status, rate := "active", shortLimits(k.Limits)
+			status, rate, svc := "active", shortLimits(k.Limits), describeTier(k.ServiceTier)
 			if k.Kind == store.KeyProvider {
-				rate = "-"
+				rate, svc = "-", "-"
 			}
 			if k.Revoked() {
 				status = "revoked " + k.RevokedAt.UTC().Format(time.DateTime)
 			}
-			fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Prefix, names[k.AccountID], k.Name, k.CreatedAt.UTC().Format(time.DateTime), status, rate)
+			fmt.Fprintf(tw, "%s\t%s…\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Prefix, names[k.AccountID], k.Name, k.CreatedAt.UTC().Format(time.DateTime), status, rate, svc)
 		}
 		return tw.Flush()
 	case "limits":
@@ -194,6 +213,13 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return fmt.Errorf("limits of %s: %w", target, err)
 		}
 		fmt.Fprintf(stdout, "Limits of %s (%s…): %s.\n", k.ID, k.Prefix, describeLimits(k.Limits))
+		return nil
+	case "tier":
+		k, err := st.SetKeyServiceTier(ctx, target, keyTier)
+		if err != nil {
+			return fmt.Errorf("tier of %s: %w", target, err)
+		}
+		fmt.Fprintf(stdout, "Service tier of %s (%s…): %s.\n", k.ID, k.Prefix, describeTier(k.ServiceTier))
 		return nil
 	default: // revoke
 		k, err := st.RevokeKey(ctx, target, time.Now())
@@ -227,6 +253,43 @@ func keyLimit(fs *flag.FlagSet, limit, period string, provider bool) (*store.Cap
 		return nil, fmt.Errorf("--period: %q is not daily, weekly or monthly", period)
 	}
 	return &store.Cap{Period: period, Limit: n}, nil
+}
+
+// positional reads the arguments that are not flags, which may come before, between or after
+// the flags ('keys limits KEY --rpm 5' and 'keys limits --rpm 5 KEY').
+func positional(fs *flag.FlagSet) ([]string, error) {
+	var args []string
+	for fs.NArg() > 0 {
+		args = append(args, fs.Arg(0))
+		if err := fs.Parse(fs.Args()[1:]); err != nil {
+			return nil, err
+		}
+	}
+	return args, nil
+}
+
+// keyServiceTier reads --service-tier (or keys tier's argument) by OpenAI's or ShareAI's name,
+// into the name an API key stores: tier.Tier's String. A provider token has none.
+func keyServiceTier(name string, provider bool) (string, error) {
+	t, err := tier.Parse(name)
+	switch {
+	case err != nil:
+		return "", err
+	case provider && name != "":
+		return "", errors.New("--service-tier is an API key's; a provider token makes no requests")
+	case provider:
+		return "", nil
+	}
+	return t.String(), nil
+}
+
+// describeTier names a stored tier as a buyer names it, with ShareAI's name: "priority (gold)".
+func describeTier(name string) string {
+	t, err := tier.Parse(name)
+	if err != nil {
+		return name
+	}
+	return t.OpenAI() + " (" + t.String() + ")"
 }
 
 // checkRateLimits checks --rpm, --tpm and --concurrent.

@@ -175,6 +175,10 @@ func TestBrowser_BuyerAndProvider(t *testing.T) {
 	}
 	shoot(t, buyer, "buyer-requests")
 	do(buyer, "open the marketplace", chromedp.Navigate(base+"/models"), chromedp.WaitVisible("#models"))
+	tiers, err := chromedp.Run(buyer, chromedp.Evaluate[int](`document.querySelectorAll("#tier-prices tr[data-model] td[data-tier]").length`))
+	if err != nil || tiers < 3 {
+		t.Fatalf("marketplace tier prices %d, %v; want a model's prices at its three service tiers", tiers, err)
+	}
 	shoot(t, buyer, "models")
 
 	// A buyer cannot open a provider's pages.

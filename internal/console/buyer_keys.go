@@ -13,6 +13,7 @@ import (
 	"github.com/shareai/shareai/internal/matcher"
 	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/store"
+	"github.com/shareai/shareai/internal/tier"
 )
 
 // consoleKeyName names the short-lived keys the playground makes (buyer_playground.go). A user
@@ -38,6 +39,7 @@ type keysPage struct {
 	Error    string  // a catalogue key, with ErrorArg its detail
 	ErrorArg string
 	Periods  []string
+	Tiers    []string // the service tiers a key may default to, by OpenAI's names
 }
 
 // keyRow is one key of the table.
@@ -53,12 +55,14 @@ type keyRow struct {
 	Caps      []store.Spend // the key's spend caps in their current windows
 	Month     money.Nanos   // spent this UTC month
 	Limits    store.RateLimits
+	Tier      string // the key's default service tier, tier.Tier's String; "" for silver
 }
 
 // keyForm is the creation form's fields.
 type keyForm struct {
 	Name, Models, Routing, Limit, Period string
 	RPM, TPM, Concurrent                 string // rate limits; empty: the coordinator's
+	ServiceTier                          string // by OpenAI's name; empty: default
 }
 
 func (c *Console) buyerKeys(w http.ResponseWriter, r *http.Request) {
@@ -96,7 +100,8 @@ func (c *Console) renderKeys(w http.ResponseWriter, r *http.Request, status int,
 			continue // the playground's, one a chat
 		}
 		row := keyRow{ID: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt,
-			Revoked: k.Revoked(), Models: k.Models, Routing: string(k.Routing), Caps: caps[store.KeyScope(k.ID)], Limits: k.Limits}
+			Revoked: k.Revoked(), Models: k.Models, Routing: string(k.Routing), Caps: caps[store.KeyScope(k.ID)], Limits: k.Limits,
+			Tier: listedTier(k)}
 		if !k.Revoked() {
 			if row.Month, err = c.cfg.Store.KeyUsage(ctx, acct, k.ID, month); err != nil {
 				c.fail(w, r, err)
@@ -109,9 +114,24 @@ func (c *Console) renderKeys(w http.ResponseWriter, r *http.Request, status int,
 		p.Form.Period = store.Monthly
 	}
 	p.Periods = []string{store.Daily, store.Weekly, store.Monthly}
+	if p.Form.ServiceTier == "" {
+		p.Form.ServiceTier = tier.Silver.OpenAI()
+	}
+	for _, t := range tier.All {
+		p.Tiers = append(p.Tiers, t.OpenAI())
+	}
 	// The page may hold a secret: no cache may keep it.
 	w.Header().Set("Cache-Control", "no-store")
 	c.render(w, r, status, "buyer_keys", p)
+}
+
+// listedTier is a key's default service tier as the list shows it, beside its routing
+// defaults: "" for silver, the tier of any request that names none.
+func listedTier(k *store.Key) string {
+	if t, err := tier.Parse(k.ServiceTier); err == nil && t != tier.Silver {
+		return t.String()
+	}
+	return ""
 }
 
 // keyFormError is a field of the key form that cannot be used: Key is the catalogue's message
@@ -196,22 +216,39 @@ func parseKeyLimits(f keyForm, most store.RateLimits) (store.RateLimits, error) 
 	return l, nil
 }
 
+// parseKeyTier reads the creation form's service tier, by OpenAI's or ShareAI's name, into the
+// name a key stores: tier.Tier's String.
+func parseKeyTier(f keyForm) (string, error) {
+	t, err := tier.Parse(strings.TrimSpace(f.ServiceTier))
+	if err != nil {
+		return "", &keyFormError{Key: "buyer.keys.error.tier", Arg: f.ServiceTier}
+	}
+	return t.String(), nil
+}
+
 func (c *Console) createKey(w http.ResponseWriter, r *http.Request) {
 	ctx, acct := r.Context(), sessionOf(r).user.AccountID
 	f := keyForm{Name: r.PostFormValue("name"), Models: r.PostFormValue("models"), Routing: r.PostFormValue("routing"),
 		Limit: r.PostFormValue("limit"), Period: r.PostFormValue("period"),
-		RPM: r.PostFormValue("rpm"), TPM: r.PostFormValue("tpm"), Concurrent: r.PostFormValue("concurrent")}
+		RPM: r.PostFormValue("rpm"), TPM: r.PostFormValue("tpm"), Concurrent: r.PostFormValue("concurrent"),
+		ServiceTier: r.PostFormValue("service_tier")}
 	models, routing, keyCap, err := parseKeyForm(f)
-	var limits store.RateLimits
+	var (
+		limits  store.RateLimits
+		keyTier string
+	)
 	if err == nil {
 		limits, err = parseKeyLimits(f, c.cfg.KeyLimits)
+	}
+	if err == nil {
+		keyTier, err = parseKeyTier(f)
 	}
 	if fe := (*keyFormError)(nil); errors.As(err, &fe) {
 		c.renderKeys(w, r, http.StatusBadRequest, keysPage{Form: f, Error: fe.Key, ErrorArg: fe.Arg})
 		return
 	}
 	secret, k := store.NewKey(acct, store.KeyBuyer, strings.TrimSpace(f.Name), c.cfg.Now())
-	k.Models, k.Routing, k.Limits = models, routing, limits
+	k.Models, k.Routing, k.Limits, k.ServiceTier = models, routing, limits, keyTier
 	if keyCap != nil {
 		// Before the key exists, so that it never works without its cap.
 		keyCap.Scope = store.KeyScope(k.ID)

@@ -26,6 +26,7 @@ import (
 	"github.com/shareai/shareai/internal/receipt"
 	"github.com/shareai/shareai/internal/store"
 	"github.com/shareai/shareai/internal/testenv"
+	"github.com/shareai/shareai/internal/tier"
 )
 
 // buyerUser is a logged-in browser, for tests: a user of an account with a session made in the
@@ -176,7 +177,8 @@ func TestBuyer_Keys(t *testing.T) {
 	}
 
 	resp := u.postResp("/buyer/keys", url.Values{"name": {"laptop"}, "models": {"sim/llama-3.1-8b, sim/qwen-2.5-7b"},
-		"routing": {`{"sort": "latency"}`}, "limit": {"5"}, "period": {"daily"}, "rpm": {"30"}, "tpm": {" 90000 "}, "concurrent": {""}})
+		"routing": {`{"sort": "latency"}`}, "limit": {"5"}, "period": {"daily"}, "rpm": {"30"}, "tpm": {" 90000 "}, "concurrent": {""},
+		"service_tier": {"flex"}})
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	page = string(b)
@@ -209,6 +211,9 @@ func TestBuyer_Keys(t *testing.T) {
 	if want := (store.RateLimits{RequestsPerMinute: 30, TokensPerMinute: 90000}); k.Limits != want {
 		t.Errorf("stored rate limits %+v, want %+v", k.Limits, want)
 	}
+	if k.ServiceTier != "bronze" {
+		t.Errorf("stored service tier %q, want bronze (flex)", k.ServiceTier)
+	}
 	spends, err := env.Store.Spending(ctx, time.Now(), store.KeyScope(k.ID))
 	if err != nil || len(spends) != 1 || spends[0].Period != store.Daily || spends[0].Limit != 5*money.USD {
 		t.Errorf("key caps %+v, %v; want $5 daily", spends, err)
@@ -224,6 +229,9 @@ func TestBuyer_Keys(t *testing.T) {
 	}
 	if !strings.Contains(page, "30 requests/min") || !strings.Contains(page, "tokens/min") || strings.Contains(page, "at once</div>") {
 		t.Errorf("GET /buyer/keys after creation: want the key's rate limits, 30 requests and 90000 tokens a minute:\n%s", page)
+	}
+	if row := regexp.MustCompile(`(?s)<tr data-key-id="` + k.ID + `".*?</tr>`).FindString(page); !strings.Contains(row, `<div class="tier">Tier: Flex (bronze)</div>`) {
+		t.Errorf("GET /buyer/keys after creation: want the key's tier, flex, in its row:\n%s", row)
 	}
 
 	// The key works with the OpenAI SDK.
@@ -251,6 +259,7 @@ func TestBuyer_Keys(t *testing.T) {
 		{"bad period", url.Values{"name": {"x"}, "limit": {"3"}, "period": {"yearly"}}, http.StatusBadRequest, `id="key-error"`},
 		{"zero rate limit", url.Values{"name": {"x"}, "rpm": {"0"}}, http.StatusBadRequest, `id="key-error"`},
 		{"rate limit not a number", url.Values{"name": {"x"}, "concurrent": {"lots"}}, http.StatusBadRequest, "lots"},
+		{"unknown service tier", url.Values{"name": {"x"}, "service_tier": {"turbo"}}, http.StatusBadRequest, "turbo"},
 		{"no CSRF token", url.Values{"name": {"x"}, "csrf": {""}}, http.StatusForbidden, ""},
 		{"wrong CSRF token", url.Values{"name": {"x"}, "csrf": {"nope"}}, http.StatusForbidden, ""},
 	} {
@@ -384,6 +393,23 @@ func TestBuyer_Requests(t *testing.T) {
 	}
 	if !strings.Contains(page, r.OutputSHA256) {
 		t.Errorf("the request's page does not show the receipt's output hash %s", r.OutputSHA256)
+	}
+
+	// Each request shows the tier that served it and its time in the queue.
+	queued := &store.Usage{RequestID: "req_queued_flex", AccountID: acct, KeyID: rec.KeyID, Model: rec.Model, Endpoint: "chat",
+		Outcome: store.OutcomeOK, CreatedAt: time.Now(), ServiceTier: "bronze", QueueTime: 1234 * time.Millisecond}
+	if err := env.Store.InsertUsage(ctx, []*store.Usage{queued}); err != nil {
+		t.Fatal(err)
+	}
+	_, page = u.get("/buyer/requests")
+	for id, want := range map[string]string{queued.RequestID: "Flex (bronze)", rec.RequestID: "Default (silver)"} {
+		if row := regexp.MustCompile(`(?s)<tr data-request-id="` + id + `".*?</tr>`).FindString(page); !strings.Contains(row, `<td class="tier">`+want+`</td>`) {
+			t.Errorf("GET /buyer/requests: %s's row %q; want its tier, %s", id, row, want)
+		}
+	}
+	_, page = u.get("/buyer/requests/" + queued.RequestID)
+	if served, wait := elementText(t, page, "request-tier"), elementText(t, page, "request-queue"); served != "Flex (bronze)" || wait != "1,234 ms" {
+		t.Errorf("GET /buyer/requests/%s: tier %q, queued %q; want Flex (bronze), 1,234 ms", queued.RequestID, served, wait)
 	}
 
 	// Another account's user sees neither the request nor its receipts.
@@ -606,11 +632,20 @@ func TestBuyer_Playground(t *testing.T) {
 
 // /models lists the models served now, to any logged-in user.
 func TestBuyer_Models(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 2, Regions: []string{"de", "us"}})
+	prices, err := tier.ParseMultipliers("gold=2,bronze=0.5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := testenv.New(t, testenv.Options{Providers: 2, Regions: []string{"de", "us"}, TierPrices: prices})
 	prov := buyerLogIn(t, env, buyerAcct(t, env), store.RoleProvider)
 	status, page := prov.get("/models")
 	if status != http.StatusOK || !strings.Contains(page, `<table id="models">`) {
 		t.Fatalf("GET /models: %d; want 200 with #models:\n%s", status, page)
+	}
+	for name, want := range map[string]string{"gold": "Priority (gold) <small>×2</small>", "silver": "Default (silver) <small>×1</small>", "bronze": "Flex (bronze) <small>×0.5</small>"} {
+		if !strings.Contains(page, `<th scope="col" class="num" data-tier="`+name+`">`+want+`</th>`) {
+			t.Errorf("GET /models: no head %q for the %s prices", want, name)
+		}
 	}
 	models := env.Coordinator().Fleet.Models()
 	if len(models) < 2 {
@@ -625,6 +660,17 @@ func TestBuyer_Models(t *testing.T) {
 		for _, want := range []string{"de, us", "$0.05", "$0.1"} {
 			if !strings.Contains(row, want) {
 				t.Errorf("%s's row lacks %q: %s", m.ID, want, row)
+			}
+		}
+		// Each tier at its multiplier of the asks, $0.05 and $0.10 per 1M tokens.
+		row = regexp.MustCompile(`(?s)<table id="tier-prices">.*?<tr data-model="` + regexp.QuoteMeta(m.ID) + `">.*?</tr>`).FindString(page)
+		for name, want := range map[string]string{
+			"gold":   "$0.10 / 1M<br>$0.20 / 1M",
+			"silver": "$0.05 / 1M<br>$0.10 / 1M",
+			"bronze": "$0.025 / 1M<br>$0.05 / 1M",
+		} {
+			if got := regexp.MustCompile(`<td class="num" data-tier="` + name + `">(.*?)</td>`).FindStringSubmatch(row); got == nil || got[1] != want {
+				t.Errorf("%s's %s prices %q; want %q", m.ID, name, got, want)
 			}
 		}
 	}

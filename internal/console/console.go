@@ -26,6 +26,7 @@ import (
 	"github.com/shareai/shareai/internal/ledger"
 	"github.com/shareai/shareai/internal/reputation"
 	"github.com/shareai/shareai/internal/store"
+	"github.com/shareai/shareai/internal/tier"
 )
 
 //go:embed templates/*.html
@@ -50,8 +51,11 @@ type Config struct {
 	// KeyLimits are the coordinator's rate limits of API keys (gateway.Config.Limits): a key
 	// made here may have lower ones, never higher. A zero field: any.
 	KeyLimits store.RateLimits
-	Log       *slog.Logger
-	Now       func() time.Time
+	// TierPrices are the service tiers' price multipliers on the nodes' asks
+	// (gateway.Config.TierPrices), for the prices /models shows; zero: tier.DefaultMultipliers.
+	TierPrices tier.Multipliers
+	Log        *slog.Logger
+	Now        func() time.Time
 }
 
 // Console serves the web console.
@@ -71,6 +75,9 @@ func New(cfg Config) (*Console, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.TierPrices == (tier.Multipliers{}) {
+		cfg.TierPrices = tier.DefaultMultipliers
 	}
 	cat, err := LoadCatalog()
 	if err != nil {

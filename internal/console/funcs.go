@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shareai/shareai/internal/store"
+	"github.com/shareai/shareai/internal/tier"
 )
 
 // funcs are the templates' functions. Each takes the Page ($) first, for its language:
@@ -23,6 +24,9 @@ import (
 //	                               in Persian the Solar Hijri date: "۱۴۰۴/۰۱/۰۱"; zero or nil: "—"
 //	day $ t                        a short day for chart labels and headings: "Mar 21", "۱ فروردین"
 //	pct $ 0.935                    "93.5%" / "۹۳٫۵٪" (a fraction; at most one decimal)
+//	tier $ name                    a service tier as stored (tier.Tier's String; "" is silver) or
+//	                               by OpenAI's name: "Priority (gold)", "Default (silver)", …;
+//	                               a name of no tier as it is
 //	csrf $                         the hidden input carrying the session's CSRF token
 //	chart $ c                      a Chart (or *Chart) as an inline SVG bar chart (charts.go)
 //	nav $                          the menu for the user's roles, the current item marked
@@ -83,6 +87,13 @@ func (c *Console) funcs() template.FuncMap {
 				return "", fmt.Errorf("pct: %T is not a number", v)
 			}
 			return c.loc(p).pct(f), nil
+		},
+		"tier": func(p Page, name string) string {
+			t, err := tier.Parse(name)
+			if err != nil {
+				return name // written by another version: shown as it is, not failing the page
+			}
+			return c.i18n.T(p.Lang, "buyer.tier."+t.String())
 		},
 		"csrf": func(p Page) template.HTML {
 			return template.HTML(`<input type="hidden" name="csrf" value="` + template.HTMLEscapeString(p.CSRF) + `">`)

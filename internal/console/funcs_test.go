@@ -58,6 +58,10 @@ func TestFuncs_Formats(t *testing.T) {
 		{`{{date . .Data}}`, time.Time{}, "—", "—"},
 		{`{{date . .Data}}`, (*time.Time)(nil), "—", "—"},
 		{`{{day . .Data}}`, day, "Mar 21", "۱ فروردین"},
+		{`{{tier . .Data}}`, "gold", "Priority (gold)", "اولویت‌دار (طلایی)"},
+		{`{{tier . .Data}}`, "flex", "Flex (bronze)", "منعطف (برنزی)"},
+		{`{{tier . .Data}}`, "", "Default (silver)", "پیش‌فرض (نقره‌ای)"}, // a record from before tiers
+		{`{{tier . .Data}}`, "platinum", "platinum", "platinum"},          // no tier this version knows
 		{`{{T . "layout.account" "a@b.c"}}`, nil, "Signed in as a@b.c", "واردشده با a@b.c"},
 		{`{{csrf .}}`, nil, `<input type="hidden" name="csrf" value="tok&#34;&lt;en&gt;">`, `<input type="hidden" name="csrf" value="tok&#34;&lt;en&gt;">`},
 	}

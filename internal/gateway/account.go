@@ -12,11 +12,13 @@ import (
 	"github.com/shareai/shareai/internal/api"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/store"
+	"github.com/shareai/shareai/internal/tier"
 )
 
 // The reporting endpoints, in OpenRouter's shapes ({"data": {...}}):
 //
-//	GET /v1/generation?id=ID     one of the caller's requests: tokens, cost, latency, outcome
+//	GET /v1/generation?id=ID     one of the caller's requests: tokens, cost, latency, outcome,
+//	                             service tier and time queued
 //	                             (and GET /v1/generation/receipts?id=ID its receipts: receipt.go)
 //	GET /v1/credits              the caller's account: deposited, spent, balance, held
 //	GET /v1/key                  the calling key: its spend limits and its usage per period
@@ -62,6 +64,8 @@ type Generation struct {
 	Cancelled        bool    `json:"cancelled"`
 	Outcome          string  `json:"outcome"` // ok, cancelled, error or rejected
 	FinishReason     *string `json:"finish_reason"`
+	ServiceTier      string  `json:"service_tier"` // the tier that served it: priority, default or flex
+	QueueMS          int64   `json:"queue_ms"`     // waited in the admission queue for a slot
 }
 
 // maxIDLen bounds the ids looked up; ours are far shorter.
@@ -118,6 +122,7 @@ func (g *Gateway) generation(w http.ResponseWriter, r *http.Request, c *call) er
 		CreatedAt: u.CreatedAt.UTC().Format(time.RFC3339Nano), LatencyMS: u.Duration.Milliseconds(),
 		Streamed: u.Stream, Cancelled: u.Outcome == store.OutcomeCancelled, Outcome: u.Outcome,
 		FinishReason: nullable(u.FinishReason),
+		ServiceTier:  servedTier(u).OpenAI(), QueueMS: u.QueueTime.Milliseconds(),
 	}
 	if u.TTFT > 0 {
 		ms := u.TTFT.Milliseconds()
@@ -145,6 +150,13 @@ func (g *Gateway) usageOf(r *http.Request, c *call, id string) (*store.Usage, er
 		return nil, notFound // another account's request answers as an unknown one
 	}
 	return u, nil
+}
+
+// servedTier is the tier that served a request. Records name it as tier.Tier's String; one from
+// before tiers names none and was silver, as is a name no version wrote.
+func servedTier(u *store.Usage) tier.Tier {
+	t, _ := tier.Parse(u.ServiceTier)
+	return t
 }
 
 func nullable(s string) *string {

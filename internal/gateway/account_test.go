@@ -42,6 +42,8 @@ type generationBody struct {
 		Cancelled        bool        `json:"cancelled"`
 		Outcome          string      `json:"outcome"`
 		FinishReason     *string     `json:"finish_reason"`
+		ServiceTier      string      `json:"service_tier"`
+		QueueMS          int64       `json:"queue_ms"`
 	} `json:"data"`
 }
 
@@ -203,8 +205,11 @@ func TestGeneration(t *testing.T) {
 		if d.Streamed || d.Cancelled || d.Outcome != "ok" || d.FinishReason == nil || *d.FinishReason != "stop" {
 			t.Errorf("?id=%s: streamed %v, cancelled %v, outcome %q, finish_reason %v; want false, false, ok, stop", id, d.Streamed, d.Cancelled, d.Outcome, d.FinishReason)
 		}
+		if d.ServiceTier != "default" || d.QueueMS != rec.QueueTime.Milliseconds() {
+			t.Errorf("?id=%s: service_tier %q, queue_ms %d; want default (the request named none) and %d", id, d.ServiceTier, d.QueueMS, rec.QueueTime.Milliseconds())
+		}
 		want := []string{"cancelled", "cost_usd", "created_at", "endpoint", "finish_reason", "id", "latency_ms", "model", "node_id", "outcome",
-			"region", "request_id", "streamed", "tokens_completion", "tokens_prompt", "total_cost", "ttft_ms"}
+			"queue_ms", "region", "request_id", "service_tier", "streamed", "tokens_completion", "tokens_prompt", "total_cost", "ttft_ms"}
 		if keys := dataKeys(t, raw); !slices.Equal(keys, want) {
 			t.Errorf("?id=%s: fields %v; want %v", id, keys, want)
 		}
@@ -242,6 +247,82 @@ func TestGeneration(t *testing.T) {
 	}
 	_, err = get(t, env.Client(option.WithAPIKey("sk-wrong")), generationPath(reqID), &g)
 	assertAPIError(t, err, http.StatusUnauthorized, "invalid_api_key")
+}
+
+// GET /v1/generation names the tier that served a request by OpenAI's service_tier name, and
+// how long it waited in the queue; a record from before tiers was served at default.
+func TestGeneration_ServiceTier(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Providers: 1})
+	ctx := context.Background()
+	k, err := env.Store.KeyByHash(ctx, store.HashSecret(env.APIKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		id, stored string
+		queued     time.Duration
+		want       string
+	}{
+		{"req_gold", "gold", 0, "priority"},
+		{"req_silver", "silver", 20 * time.Millisecond, "default"},
+		{"req_bronze", "bronze", 1500*time.Millisecond + 900*time.Microsecond, "flex"},
+		{"req_before_tiers", "", 0, "default"},
+	} {
+		u := &store.Usage{RequestID: tt.id, AccountID: k.AccountID, KeyID: k.ID, Model: model, Endpoint: "chat",
+			Outcome: store.OutcomeOK, CreatedAt: time.Now(), ServiceTier: tt.stored, QueueTime: tt.queued}
+		if err := env.Store.InsertUsage(ctx, []*store.Usage{u}); err != nil {
+			t.Fatal(err)
+		}
+		var g generationBody
+		mustGet(t, env.Client(), generationPath(tt.id), &g)
+		if g.Data.ServiceTier != tt.want || g.Data.QueueMS != tt.queued.Milliseconds() {
+			t.Errorf("%s (tier %q, queued %v): service_tier %q, queue_ms %d; want %q, %d", tt.id, tt.stored, tt.queued,
+				g.Data.ServiceTier, g.Data.QueueMS, tt.want, tt.queued.Milliseconds())
+		}
+	}
+}
+
+// A request's tier, named in the request or by its key's default, is what its record and
+// GET /v1/generation say served it.
+func TestGeneration_ServiceTierServed(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Providers: 1})
+	ctx := context.Background()
+	k, err := env.Store.KeyByHash(ctx, store.HashSecret(env.APIKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, flexKey := store.NewKey(k.AccountID, store.KeyBuyer, "flex by default", time.Now())
+	flexKey.ServiceTier = "bronze"
+	if err := env.Store.CreateKey(ctx, flexKey); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name   string
+		client openai.Client
+		tier   openai.ChatCompletionNewParamsServiceTier
+		want   string
+	}{
+		{"named in the request", env.Client(), openai.ChatCompletionNewParamsServiceTierPriority, "priority"},
+		{"none: the key's default", env.Client(), "", "default"},
+		{"none: a flex key's default", env.Client(option.WithAPIKey(secret)), "", "flex"},
+		{"the request's own over its key's", env.Client(option.WithAPIKey(secret)), openai.ChatCompletionNewParamsServiceTierPriority, "priority"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			params := chatParams("Which tier am I?", 3)
+			params.ServiceTier = tt.tier
+			var resp *http.Response
+			if _, err := tt.client.Chat.Completions.New(ctx, params, option.WithResponseInto(&resp)); err != nil {
+				t.Fatal(err)
+			}
+			id := resp.Header.Get(gateway.HeaderRequestID)
+			billed(t, env, id)
+			var g generationBody
+			mustGet(t, tt.client, generationPath(id), &g)
+			if g.Data.ServiceTier != tt.want {
+				t.Errorf("service_tier %q; want %q", g.Data.ServiceTier, tt.want)
+			}
+		})
+	}
 }
 
 func TestCreditsAndKey(t *testing.T) {

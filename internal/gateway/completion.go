@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -97,7 +98,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 	defer func() { admitted.done(t.billed) }()
 	u := &store.Usage{
 		RequestID: c.id, AccountID: c.key.AccountID, KeyID: c.key.ID,
-		Endpoint: req.Kind, Stream: stream, CreatedAt: c.start,
+		Endpoint: req.Kind, Stream: stream, CreatedAt: c.start, ServiceTier: t.tier.String(),
 	}
 	c.usage = u
 	t.stream = stream
@@ -213,7 +214,7 @@ func (g *Gateway) newTry(r *http.Request, c *call, req *protocol.Request, rt api
 	if prefs, rt, err = g.keyRules(c.key, req.Model, prefs, rt); err != nil {
 		return nil, err
 	}
-	tr, err := tier.Parse(rt.ServiceTier)
+	tr, err := tier.Parse(cmp.Or(rt.ServiceTier, c.key.ServiceTier)) // the request's, or its key's default
 	if err != nil {
 		return nil, api.BadRequest("service_tier", api.CodeInvalidValue, "Invalid 'service_tier': %v.", err)
 	}
@@ -421,7 +422,7 @@ func (g *Gateway) checkpoint(c *call, t *try, st *relay.State, job *fleet.Job, u
 
 // finish records how the request ended and queues its bill: what was delivered, or nothing.
 func (g *Gateway) finish(c *call, job *fleet.Job, t *try, st *relay.State, res relay.Result, bill *ledger.Bill, u *store.Usage) error {
-	u.FinishReason, u.TTFT, u.Duration = res.FinishReason, st.TTFT, g.cfg.Now().Sub(c.start)
+	u.FinishReason, u.TTFT, u.Duration, u.QueueTime = res.FinishReason, st.TTFT, g.cfg.Now().Sub(c.start), t.queued
 	var reqErr error
 	switch res.Outcome {
 	case relay.OK:

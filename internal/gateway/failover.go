@@ -51,7 +51,7 @@ func (g *Gateway) fail(c *call, t *try, sink relay.Sink, u *store.Usage, err err
 	if werr := sink.Fail(err); werr == nil {
 		sink.Flush()
 	}
-	u.Outcome, u.Error, u.Duration = store.OutcomeError, err.Error(), g.cfg.Now().Sub(c.start)
+	u.Outcome, u.Error, u.Duration, u.QueueTime = store.OutcomeError, err.Error(), g.cfg.Now().Sub(c.start), t.queued
 	parts := t.parts
 	if !u.Stream {
 		parts = nil

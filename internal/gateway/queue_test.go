@@ -19,8 +19,11 @@ import (
 	"github.com/shareai/shareai/internal/agent"
 	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/engine/sim"
+	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/queue"
+	"github.com/shareai/shareai/internal/store"
 	"github.com/shareai/shareai/internal/testenv"
+	"github.com/shareai/shareai/internal/tier"
 )
 
 // streamText reads a streamed chat answer whole.
@@ -127,6 +130,7 @@ func TestQueue_GoldPreemptsBronze(t *testing.T) {
 		bronzeText string
 		bronzeErr  error
 		bronzeTier string
+		bronzeGap  time.Duration // the longest pause between chunks: the preemption's
 		done       = make(chan struct{})
 		progress   = make(chan struct{}, 1)
 	)
@@ -134,7 +138,12 @@ func TestQueue_GoldPreemptsBronze(t *testing.T) {
 		defer close(done)
 		stream := client.Chat.Completions.NewStreaming(context.Background(), bronze)
 		var text strings.Builder
+		last := time.Now()
 		for stream.Next() {
+			if gap := time.Since(last); gap > bronzeGap {
+				bronzeGap = gap
+			}
+			last = time.Now()
 			c := stream.Current()
 			bronzeTier = string(c.ServiceTier)
 			if len(c.Choices) > 0 {
@@ -174,6 +183,7 @@ func TestQueue_GoldPreemptsBronze(t *testing.T) {
 	if w := want(t, prompt, 3); bronzeText != w {
 		t.Errorf("the preempted bronze answer differs from the undisturbed one:\n got %q\nwant %q", bronzeText, w)
 	}
+	t.Logf("the bronze stream paused at most %v (gold's answer: 5 tokens at 100/s)", bronzeGap)
 	if bronzeTier != "flex" {
 		t.Errorf("bronze chunks' service_tier %q; want flex", bronzeTier)
 	}
@@ -293,4 +303,88 @@ func apiMessage(err error) string {
 		return fmt.Sprintf("%d %s", e.StatusCode, e.RawJSON())
 	}
 	return err.Error()
+}
+
+// A key's default tier serves its requests that name none: the answer, its usage record and
+// its price say so; a request's own service_tier wins.
+func TestQueue_KeyDefaultTier(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	ctx := context.Background()
+	k, err := env.Store.KeyByHash(ctx, store.HashSecret(env.APIKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, flex := store.NewKey(k.AccountID, store.KeyBuyer, "flex", time.Now())
+	flex.ServiceTier = tier.Bronze.String()
+	if err := env.Store.CreateKey(ctx, flex); err != nil {
+		t.Fatal(err)
+	}
+	client := env.Client(option.WithAPIKey(secret))
+	costOf := func(resp *http.Response) money.Nanos {
+		c, err := money.ParseUSD(resp.Header.Get("X-Shareai-Cost"))
+		if err != nil {
+			t.Fatalf("cost header %q: %v", resp.Header.Get("X-Shareai-Cost"), err)
+		}
+		return c
+	}
+	var resp *http.Response
+	params := chatParams("same words", 1)
+	got, err := client.Chat.Completions.New(ctx, params, option.WithResponseInto(&resp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ServiceTier != "flex" {
+		t.Errorf("service_tier %q for a key whose default is bronze; want flex", got.ServiceTier)
+	}
+	bronze := costOf(resp)
+	params.ServiceTier = openai.ChatCompletionNewParamsServiceTierDefault
+	if got, err = client.Chat.Completions.New(ctx, params, option.WithResponseInto(&resp)); err != nil || got.ServiceTier != "default" {
+		t.Fatalf("the request's own tier: %v, %q; want default", err, got.ServiceTier)
+	}
+	if silver := costOf(resp); bronze*2 > silver+2 || bronze*2 < silver-2 {
+		t.Errorf("bronze cost %s, silver %s; want half (×0.5), within rounding", bronze, silver)
+	}
+	id := strings.TrimPrefix(got.ID, "chatcmpl-")
+	env.WaitFor("the usage to be recorded", func() bool {
+		u, err := env.Store.UsageByRequest(ctx, "req_"+id)
+		return err == nil && u.ServiceTier == "silver"
+	})
+}
+
+// A freed slot goes to the highest tier waiting, then to the longest waiting of its tier.
+func TestQueue_FreedSlotOrder(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Providers: 1, MaxConcurrent: 1, Sim: sim.Config{TokensPerSecond: 50}})
+	client := env.Client()
+	ctx := context.Background()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		order []string
+	)
+	send := func(name string, tr openai.ChatCompletionNewParamsServiceTier, tokens int64) {
+		wg.Go(func() {
+			params := chatParams(name, 1)
+			params.MaxTokens, params.ServiceTier = openai.Int(tokens), tr
+			if _, err := client.Chat.Completions.New(ctx, params); err != nil {
+				t.Errorf("%s: %v", name, apiMessage(err))
+			}
+			mu.Lock()
+			order = append(order, name)
+			mu.Unlock()
+		})
+	}
+	send("first", openai.ChatCompletionNewParamsServiceTierDefault, 25) // holds the slot for half a second
+	env.WaitFor("the slot to be taken", func() bool { _, agents := env.Running(); return agents == 1 })
+	for _, w := range []struct {
+		name string
+		tier openai.ChatCompletionNewParamsServiceTier
+	}{{"silver-1", openai.ChatCompletionNewParamsServiceTierDefault}, {"flex", openai.ChatCompletionNewParamsServiceTierFlex},
+		{"silver-2", openai.ChatCompletionNewParamsServiceTierAuto}, {"gold", openai.ChatCompletionNewParamsServiceTierPriority}} {
+		send(w.name, w.tier, 2)
+		time.Sleep(50 * time.Millisecond) // joins the queue in this order
+	}
+	wg.Wait()
+	if got, want := strings.Join(order, " "), "first gold silver-1 silver-2 flex"; got != want {
+		t.Errorf("served in the order %q; want %q", got, want)
+	}
 }

@@ -48,6 +48,9 @@ type Key struct {
 	Models []string
 	// Limits are the key's rate limits; a zero field takes the coordinator's default.
 	Limits RateLimits
+	// ServiceTier is the tier of the key's requests that name none, by tier.Tier's String
+	// (gold, silver or bronze); "" is silver.
+	ServiceTier string
 }
 
 // RateLimits are an API key's rate limits, per coordinator process. In each field 0 means the
@@ -117,6 +120,12 @@ type Usage struct {
 	Region           string      // the serving node's region
 	Cost             money.Nanos // what the buyer paid
 	CreatedAt        time.Time
+	// ServiceTier is the tier that served the request, by tier.Tier's String (gold, silver or
+	// bronze); "" in records from before tiers, which were silver.
+	ServiceTier string
+	// QueueTime is how long the request waited in the admission queue for a slot, counted
+	// apart from its time to first token; 0 when it waited for none.
+	QueueTime time.Duration
 }
 
 // Store is the coordinator's database.
@@ -146,6 +155,9 @@ type Store interface {
 	// SetKeyLimits replaces the rate limits of a key given by id or by its prefix, and returns
 	// the key; ErrNotFound.
 	SetKeyLimits(ctx context.Context, idOrPrefix string, l RateLimits) (*Key, error)
+	// SetKeyServiceTier replaces the default service tier (Key.ServiceTier) of a key given by
+	// id or by its prefix, and returns the key; ErrNotFound.
+	SetKeyServiceTier(ctx context.Context, idOrPrefix, tier string) (*Key, error)
 
 	// UpsertNode records a node's registration: it inserts the node or updates everything but
 	// ID, PublicKey and FirstSeen.

@@ -14,7 +14,7 @@ import (
 // ErrAmbiguous is returned by RevokeKey when a prefix names more than one key.
 var ErrAmbiguous = errors.New("ambiguous")
 
-const keyColumns = `id, account_id, kind, name, prefix, hash, created_at, revoked_at, routing, models, rpm_limit, tpm_limit, concurrent_limit`
+const keyColumns = `id, account_id, kind, name, prefix, hash, created_at, revoked_at, routing, models, rpm_limit, tpm_limit, concurrent_limit, service_tier`
 
 // CreateKey stores a key; its ID and Hash must be set. store.ErrConflict if the id or hash is
 // taken, store.ErrNotFound if the account does not exist.
@@ -25,10 +25,10 @@ func (db *DB) CreateKey(ctx context.Context, k *store.Key) error {
 	if k.Kind != store.KeyBuyer && k.Kind != store.KeyProvider {
 		return fmt.Errorf("create key %s: unknown kind %q", k.ID, k.Kind)
 	}
-	_, err := db.w.ExecContext(ctx, db.q(`INSERT INTO api_keys (`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+	_, err := db.w.ExecContext(ctx, db.q(`INSERT INTO api_keys (`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		k.ID, k.AccountID, k.Kind, k.Name, k.Prefix, k.Hash, millis(k.CreatedAt), nullMillis(k.RevokedAt),
 		jsonText(k.Routing), strings.Join(k.Models, ","),
-		k.Limits.RequestsPerMinute, k.Limits.TokensPerMinute, k.Limits.Concurrent)
+		k.Limits.RequestsPerMinute, k.Limits.TokensPerMinute, k.Limits.Concurrent, k.ServiceTier)
 	if err != nil {
 		return fmt.Errorf("create key %s: %w", k.ID, dbError(err))
 	}
@@ -112,24 +112,42 @@ func (db *DB) RevokeKey(ctx context.Context, idOrPrefix string, at time.Time) (*
 // with this prefix, revoked or not, and returns it. store.ErrNotFound if no key matches,
 // ErrAmbiguous if the prefix names more than one.
 func (db *DB) SetKeyLimits(ctx context.Context, idOrPrefix string, l store.RateLimits) (*store.Key, error) {
+	k, err := db.updateKey(ctx, idOrPrefix, `rpm_limit = ?, tpm_limit = ?, concurrent_limit = ?`,
+		l.RequestsPerMinute, l.TokensPerMinute, l.Concurrent)
+	if err != nil {
+		return nil, fmt.Errorf("set limits of key %s: %w", idOrPrefix, err)
+	}
+	return k, nil
+}
+
+// SetKeyServiceTier replaces the default service tier of the key with this id or, failing
+// that, the one key with this prefix, revoked or not, and returns it. The tier is stored as
+// given: the caller names it as store.Key.ServiceTier says. store.ErrNotFound if no key
+// matches, ErrAmbiguous if the prefix names more than one.
+func (db *DB) SetKeyServiceTier(ctx context.Context, idOrPrefix, tier string) (*store.Key, error) {
+	k, err := db.updateKey(ctx, idOrPrefix, `service_tier = ?`, tier)
+	if err != nil {
+		return nil, fmt.Errorf("set service tier of key %s: %w", idOrPrefix, err)
+	}
+	return k, nil
+}
+
+// updateKey runs UPDATE api_keys SET set (with args) on the key with this id or prefix (see
+// keyID), and returns the key as it is then.
+func (db *DB) updateKey(ctx context.Context, idOrPrefix, set string, args ...any) (*store.Key, error) {
 	var k *store.Key
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		id, err := db.keyID(ctx, tx, idOrPrefix)
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx,
-			db.q(`UPDATE api_keys SET rpm_limit = ?, tpm_limit = ?, concurrent_limit = ? WHERE id = ?`),
-			l.RequestsPerMinute, l.TokensPerMinute, l.Concurrent, id); err != nil {
+		if _, err := tx.ExecContext(ctx, db.q(`UPDATE api_keys SET `+set+` WHERE id = ?`), append(args, id)...); err != nil {
 			return err
 		}
 		k, err = scanKey(tx.QueryRowContext(ctx, db.q(`SELECT `+keyColumns+` FROM api_keys WHERE id = ?`), id))
 		return err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("set limits of key %s: %w", idOrPrefix, err)
-	}
-	return k, nil
+	return k, err
 }
 
 // keyID resolves an id or a prefix to one key's id.
@@ -177,7 +195,7 @@ func scanKey(row interface{ Scan(...any) error }) (*store.Key, error) {
 		models  string
 	)
 	if err := row.Scan(&k.ID, &k.AccountID, &k.Kind, &k.Name, &k.Prefix, &k.Hash, &created, &revoked, &routing, &models,
-		&k.Limits.RequestsPerMinute, &k.Limits.TokensPerMinute, &k.Limits.Concurrent); err != nil {
+		&k.Limits.RequestsPerMinute, &k.Limits.TokensPerMinute, &k.Limits.Concurrent, &k.ServiceTier); err != nil {
 		return nil, err
 	}
 	k.Routing = fromJSONText(routing)

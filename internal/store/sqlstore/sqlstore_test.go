@@ -167,6 +167,7 @@ func TestDB_CreateKey(t *testing.T) {
 			{"rate limits", key("key_10", "h10", func(k *store.Key) {
 				k.Limits = store.RateLimits{RequestsPerMinute: 10, TokensPerMinute: 3_000_000_000, Concurrent: -1}
 			}), nil},
+			{"service tier", key("key_11", "h11", func(k *store.Key) { k.ServiceTier = "bronze" }), nil},
 			{"hash taken", key("key_4", "h0", nil), store.ErrConflict},
 			{"id taken", key("key_0", "h5", nil), store.ErrConflict},
 			{"no such account", key("key_6", "h6", func(k *store.Key) { k.AccountID = "acct_x" }), store.ErrNotFound},
@@ -392,6 +393,54 @@ func TestDB_SetKeyLimits(t *testing.T) {
 	})
 }
 
+func TestDB_SetKeyServiceTier(t *testing.T) {
+	sqlstore.ForEachDB(t, func(t *testing.T, db *sqlstore.DB) {
+		ctx := context.Background()
+		mustAccount(t, db, "acct_1", "alice")
+		limits := store.RateLimits{RequestsPerMinute: 5}
+		for _, k := range []struct{ id, prefix string }{
+			{"key_1", "sk-aaaaaaaa"},
+			{"key_2", "sk-twin0000"},
+			{"key_3", "sk-twin0000"},
+		} {
+			mustKey(t, db, &store.Key{ID: k.id, AccountID: "acct_1", Kind: store.KeyBuyer, Prefix: k.prefix,
+				Hash: []byte(k.id), CreatedAt: t0, Limits: limits, ServiceTier: "silver"})
+		}
+		tests := []struct {
+			name       string
+			idOrPrefix string
+			tier       string
+			wantID     string
+			wantErr    error
+		}{
+			{"by id", "key_1", "gold", "key_1", nil},
+			{"by prefix", "sk-aaaaaaaa", "bronze", "key_1", nil},
+			{"back to none", "key_2", "", "key_2", nil},
+			{"ambiguous prefix", "sk-twin0000", "gold", "", sqlstore.ErrAmbiguous},
+			{"missing", "key_x", "gold", "", store.ErrNotFound},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				k, err := db.SetKeyServiceTier(ctx, tt.idOrPrefix, tt.tier)
+				checkErr(t, err, tt.wantErr)
+				if err != nil {
+					return
+				}
+				if k.ID != tt.wantID || k.ServiceTier != tt.tier {
+					t.Errorf("SetKeyServiceTier(%q, %q) = %s with %q, want %s", tt.idOrPrefix, tt.tier, k.ID, k.ServiceTier, tt.wantID)
+				}
+				stored, err := db.KeyByHash(ctx, []byte(tt.wantID))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if stored.ServiceTier != tt.tier || stored.Limits != limits {
+					t.Errorf("stored %+v, want tier %q and its rate limits kept", stored, tt.tier)
+				}
+			})
+		}
+	})
+}
+
 func TestDB_UpsertNode(t *testing.T) {
 	sqlstore.ForEachDB(t, func(t *testing.T, db *sqlstore.DB) {
 		ctx := context.Background()
@@ -487,7 +536,8 @@ func usage(id, account string, created time.Time) *store.Usage {
 	return &store.Usage{RequestID: id, AccountID: account, KeyID: "key_1", Model: "llama",
 		NodeID: "node_1", Endpoint: "chat", Stream: true, PromptTokens: 12, CompletionTokens: 34,
 		TTFT: 1500 * time.Microsecond, Duration: 2*time.Second + 7*time.Microsecond,
-		Outcome: store.OutcomeOK, CreatedAt: created}
+		Outcome: store.OutcomeOK, CreatedAt: created,
+		ServiceTier: "gold", QueueTime: 250*time.Millisecond + 3*time.Microsecond}
 }
 
 func TestDB_InsertUsage(t *testing.T) {
@@ -529,6 +579,55 @@ func TestDB_InsertUsage(t *testing.T) {
 					t.Errorf("UsageByRequest(%s) = %+v, want %+v", tt.id, got, tt.want)
 				}
 			})
+		}
+	})
+}
+
+// A record's service tier and queue time are kept whichever way it is written: on its own, or
+// with the settlement of its hold (the batch insert of hold.go).
+func TestDB_UsageServiceTier(t *testing.T) {
+	sqlstore.ForEachDB(t, func(t *testing.T, db *sqlstore.DB) {
+		ctx := context.Background()
+		mustAccount(t, db, "acct_1", "alice")
+		if err := db.Deposit(ctx, "acct_1", 1000, "d1", t0); err != nil {
+			t.Fatal(err)
+		}
+		inserted := usage("req_1", "acct_1", t0)
+		inserted.ServiceTier, inserted.QueueTime = "bronze", 1234567*time.Microsecond
+		if err := db.InsertUsage(ctx, []*store.Usage{inserted}); err != nil {
+			t.Fatal(err)
+		}
+		settled := usage("req_2", "acct_1", t0)
+		settled.ServiceTier, settled.QueueTime = "gold", 42*time.Millisecond
+		if err := db.PlaceHold(ctx, &store.Hold{RequestID: "req_2", AccountID: "acct_1", KeyID: "key_1", Amount: 10, CreatedAt: t0}); err != nil {
+			t.Fatal(err)
+		}
+		s := &store.Settlement{RequestID: "req_2", Debit: 10, Fee: 10, At: at(time.Second), Usage: settled}
+		if errs := db.Settle(ctx, []*store.Settlement{s}); errs[0] != nil {
+			t.Fatal(errs[0])
+		}
+		unset := usage("req_3", "acct_1", t0)
+		unset.ServiceTier, unset.QueueTime = "", 0
+		if err := db.InsertUsage(ctx, []*store.Usage{unset}); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []*store.Usage{inserted, settled, unset} {
+			got, err := db.UsageByRequest(ctx, want.RequestID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.ServiceTier != want.ServiceTier || got.QueueTime != want.QueueTime {
+				t.Errorf("%s: tier %q, queued %v; want %q, %v", want.RequestID, got.ServiceTier, got.QueueTime, want.ServiceTier, want.QueueTime)
+			}
+		}
+		list, err := db.Usages(ctx, "acct_1", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, got := range list {
+			if got.RequestID == "req_1" && (got.ServiceTier != "bronze" || got.QueueTime != inserted.QueueTime) {
+				t.Errorf("Usages: %s has tier %q, queued %v; want bronze, %v", got.RequestID, got.ServiceTier, got.QueueTime, inserted.QueueTime)
+			}
 		}
 	})
 }

@@ -1,0 +1,81 @@
+package gateway
+
+import (
+	"github.com/shareai/shareai/internal/api"
+	"github.com/shareai/shareai/internal/fleet"
+	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/tier"
+)
+
+// Prices per service tier, as /v1/models and /v1/models/{id}/endpoints show them. A request
+// pays its tier's multiplier (Config.TierPrices) of a node's ask. The existing price fields
+// stay the price of the default tier, which clients without tiers pay; service_tiers adds
+// every tier's, by OpenAI's service_tier names:
+//
+//	"service_tiers": {"default": {...}, "flex": {...}, "priority": {...}}
+//
+// in the same USD per million tokens, before the platform fee.
+
+// tieredModel is a model of /v1/models with its price range at each tier.
+type tieredModel struct {
+	api.Model
+	ServiceTiers map[string]api.PriceRange `json:"service_tiers"`
+}
+
+// tieredModelList is the body of GET /v1/models: api.ModelList of tieredModel.
+type tieredModelList struct {
+	Object string        `json:"object"`
+	Data   []tieredModel `json:"data"`
+}
+
+// tieredEndpoint is a node's offer of /v1/models/{id}/endpoints with its prices at each tier.
+type tieredEndpoint struct {
+	api.Endpoint
+	ServiceTiers map[string]endpointPrice `json:"service_tiers"`
+}
+
+// endpointPrice is an offer's price at one tier, named as api.Endpoint names its prices.
+type endpointPrice struct {
+	Prompt     api.USD `json:"prompt_price"`
+	Completion api.USD `json:"completion_price"`
+}
+
+// tieredEndpointList is the body of GET /v1/models/{id}/endpoints: api.EndpointList of
+// tieredEndpoint.
+type tieredEndpointList struct {
+	Data struct {
+		ID        string           `json:"id"`
+		Endpoints []tieredEndpoint `json:"endpoints"`
+	} `json:"data"`
+}
+
+// priceRangeAt is a model's range of asks priced at tier t.
+func priceRangeAt(m tier.Multipliers, mi fleet.ModelInfo, t tier.Tier) api.PriceRange {
+	at := func(ask int64) api.USD { return api.USD(m.Price(money.Price(ask), t)) }
+	return api.PriceRange{PromptMin: at(mi.MinInput), PromptMax: at(mi.MaxInput),
+		CompletionMin: at(mi.MinOutput), CompletionMax: at(mi.MaxOutput)}
+}
+
+// priceRanges is a model's range of asks at every tier, by OpenAI's names.
+func priceRanges(m tier.Multipliers, mi fleet.ModelInfo) map[string]api.PriceRange {
+	out := make(map[string]api.PriceRange, len(tier.All))
+	for _, t := range tier.All {
+		out[t.OpenAI()] = priceRangeAt(m, mi, t)
+	}
+	return out
+}
+
+// endpointPriceAt is an offer's price at tier t.
+func endpointPriceAt(m tier.Multipliers, o *fleet.Offer, t tier.Tier) endpointPrice {
+	return endpointPrice{Prompt: api.USD(m.Price(money.Price(o.InputPrice), t)),
+		Completion: api.USD(m.Price(money.Price(o.OutputPrice), t))}
+}
+
+// endpointPrices is an offer's price at every tier, by OpenAI's names.
+func endpointPrices(m tier.Multipliers, o *fleet.Offer) map[string]endpointPrice {
+	out := make(map[string]endpointPrice, len(tier.All))
+	for _, t := range tier.All {
+		out[t.OpenAI()] = endpointPriceAt(m, o, t)
+	}
+	return out
+}
