@@ -296,23 +296,21 @@ func (g *Gateway) hold(ctx context.Context, c *call, req *protocol.Request, t *t
 	return nil
 }
 
-// dearestCost is the most the request may cost on any node serving model, within its price
-// caps.
+// dearestCost bounds what the request may cost on any node serving model within its price
+// caps: each of the dearest asks (at its tier), capped by max_price, and the longest context.
 func (g *Gateway) dearestCost(model string, req *protocol.Request, t *try) money.Nanos {
-	var dear money.Nanos
-	cands := g.index(model).Candidates()
-	for i := range cands {
-		c := &cands[i]
-		if c.Offer == nil {
-			continue
-		}
-		ask := g.askOf(c.Offer, t)
-		if p := t.prefs.MaxPrice.Prompt; p != nil && ask.Input > *p || t.prefs.MaxPrice.Completion != nil && ask.Output > *t.prefs.MaxPrice.Completion {
-			continue // the buyer's cap excludes it: no retry goes there
-		}
-		dear = max(dear, g.maxCost(c.Offer, req, t))
+	d := g.snapshot(model).dearest
+	m := g.cfg.TierPrices
+	ask := ledger.Ask{Input: m.Price(d.input, t.tier), Output: m.Price(d.output, t.tier)}
+	if p := t.prefs.MaxPrice.Prompt; p != nil {
+		ask.Input = min(ask.Input, *p) // no node asking more is eligible
 	}
-	return dear
+	if p := t.prefs.MaxPrice.Completion; p != nil {
+		ask.Output = min(ask.Output, *p)
+	}
+	b := t.bounds
+	b.CompletionTokens = g.cfg.Ledger.CompletionBound(req.MaxTokens, d.contextLength)
+	return g.cfg.Ledger.MaxCost(ask, b)
 }
 
 // voidHold closes the request's hold without charge, recording why in its usage.
