@@ -15,6 +15,7 @@ import (
 	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/engine/sim"
 	"github.com/shareai/shareai/internal/protocol"
+	"github.com/shareai/shareai/internal/queue"
 	"github.com/shareai/shareai/internal/testenv"
 )
 
@@ -219,7 +220,8 @@ func TestFailover_ToolCallStreamEndsWithError(t *testing.T) {
 
 // When no node can continue, the stream ends with an error that says why.
 func TestFailover_NoNodeLeft(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, Sim: sim.Config{TokensPerSecond: 100}})
+	// The continuation waits for the node to come back, up to the queue's deadline.
+	env := testenv.New(t, testenv.Options{Providers: 1, Sim: sim.Config{TokensPerSecond: 100}, Queue: queue.Config{Timeout: 300 * time.Millisecond}})
 	resp := streamReq(t, env, "Tell a long story.")
 	defer resp.Body.Close()
 	a := readStream(t, resp, func(n int) {
