@@ -76,8 +76,7 @@ func TestChatRequest_Job(t *testing.T) {
 	req := api.ChatRequest{
 		Model:          "m",
 		Messages:       json.RawMessage(`[{"role":"user","content":[{"type":"text","text":"hi"}]},{"role":"assistant","content":null,"tool_calls":[{"id":"c"}]},{"role":"tool","content":"42","tool_call_id":"c"}]`),
-		MaxTokens:      &ten,
-		Stop:           json.RawMessage(`"END"`),
+		Sampling:       api.Sampling{MaxTokens: &ten, Stop: json.RawMessage(`"END"`)},
 		Tools:          json.RawMessage(`[{"type":"function","function":{"name":"f"}}]`),
 		ResponseFormat: json.RawMessage(`null`),
 	}

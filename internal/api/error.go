@@ -27,6 +27,8 @@ const (
 	CodeModelNotFound       = "model_not_found"
 	CodeNoProviderAvailable = "no_provider_available"
 	CodeRequestTooLarge     = "request_too_large"
+	CodeRequestTimeout      = "request_timeout"
+	CodeUnknownParameter    = "unknown_parameter"
 	CodeInvalidJSON         = "invalid_json"
 	CodeUnsupported         = "unsupported_parameter"
 	CodeInvalidValue        = "invalid_value"

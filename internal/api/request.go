@@ -1,53 +1,43 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"net/http"
-	"strings"
+	"slices"
 
 	"github.com/shareai/shareai/internal/protocol"
 )
 
-// ChatRequest is the body of POST /v1/chat/completions. Fields ShareAI passes to engines without
-// looking inside stay raw, so they reach the engine intact.
+// ChatRequest is the body of POST /v1/chat/completions: every field of OpenAI's
+// CreateChatCompletionRequest, and ShareAI's routing extensions (Routing). Decode refuses any
+// other member. Fields ShareAI passes to engines without looking inside stay raw, so they
+// reach the engine intact.
 type ChatRequest struct {
-	Model               string          `json:"model"`
-	Messages            json.RawMessage `json:"messages"`
-	Stream              bool            `json:"stream"`
-	StreamOptions       *StreamOptions  `json:"stream_options"`
-	MaxTokens           *int            `json:"max_tokens"`
+	Model    string          `json:"model"`
+	Messages json.RawMessage `json:"messages"`
+	Sampling
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	Temperature         *float64        `json:"temperature"`
-	TopP                *float64        `json:"top_p"`
-	Seed                *int64          `json:"seed"`
-	Stop                json.RawMessage `json:"stop"`
-	User                string          `json:"user"`
-	N                   *int            `json:"n"`
 	Tools               json.RawMessage `json:"tools"`
 	ToolChoice          json.RawMessage `json:"tool_choice"`
 	ResponseFormat      json.RawMessage `json:"response_format"`
 	Logprobs            *bool           `json:"logprobs"`
+	TopLogprobs         *int            `json:"top_logprobs"`
+
+	// No engine receives what follows. What asks for an answer no node gives (audio, a web
+	// search, moderation, the deprecated functions) is refused when set; the hints, whose
+	// answer is as valid without them, are checked and ignored, as OpenAI ignores them for
+	// the models that do not use them.
+	Functions        json.RawMessage `json:"functions"`
+	FunctionCall     json.RawMessage `json:"function_call"`
+	Audio            json.RawMessage `json:"audio"`
+	Modalities       []string        `json:"modalities"`
+	WebSearchOptions json.RawMessage `json:"web_search_options"`
+	Moderation       json.RawMessage `json:"moderation"`
+	Hints
 	Routing
 }
 
-// Routing is how a buyer steers a request, in OpenRouter's names: routing preferences in a
-// provider object, and fallback models. The gateway reads them; engines never see them.
-type Routing struct {
-	Provider json.RawMessage `json:"provider"`
-	Models   []string        `json:"models"`
-	// ServiceTier is OpenAI's service_tier: "priority" (gold), "default" or "auto" (silver),
-	// "flex" (bronze); "" takes the key's default (see package tier).
-	ServiceTier string `json:"service_tier"`
-}
-
-// CompletionRequest is the body of POST /v1/completions (legacy text completions).
-type CompletionRequest struct {
-	Model         string          `json:"model"`
-	Prompt        json.RawMessage `json:"prompt"`
+// Sampling holds the fields that chat and legacy completions share.
+type Sampling struct {
 	Stream        bool            `json:"stream"`
 	StreamOptions *StreamOptions  `json:"stream_options"`
 	MaxTokens     *int            `json:"max_tokens"`
@@ -55,65 +45,73 @@ type CompletionRequest struct {
 	TopP          *float64        `json:"top_p"`
 	Seed          *int64          `json:"seed"`
 	Stop          json.RawMessage `json:"stop"`
-	User          string          `json:"user"`
 	N             *int            `json:"n"`
-	Echo          bool            `json:"echo"`
-	Logprobs      *int            `json:"logprobs"`
-	Suffix        *string         `json:"suffix"`
+	// The penalties and logit_bias reach no engine (protocol.Request has no place for them),
+	// so only their neutral values are taken: 0, and no bias. logit_bias names token ids of
+	// OpenAI's tokenizers, which the open models on this network do not share.
+	FrequencyPenalty *float64       `json:"frequency_penalty"`
+	PresencePenalty  *float64       `json:"presence_penalty"`
+	LogitBias        map[string]int `json:"logit_bias"`
+	// User identifies the buyer's end user: the session key for affinity when the request
+	// has no X-Session-Id.
+	User string `json:"user"`
+}
+
+// Hints are OpenAI's chat fields that leave a valid answer valid when ignored: engines do not
+// receive them. Their types and documented values are checked all the same.
+type Hints struct {
+	ParallelToolCalls    *bool             `json:"parallel_tool_calls"`
+	ReasoningEffort      *string           `json:"reasoning_effort"`
+	Verbosity            *string           `json:"verbosity"`
+	Prediction           json.RawMessage   `json:"prediction"`
+	Store                *bool             `json:"store"`
+	Metadata             map[string]string `json:"metadata"`
+	PromptCacheKey       *string           `json:"prompt_cache_key"`
+	PromptCacheRetention *string           `json:"prompt_cache_retention"`
+	PromptCacheOptions   json.RawMessage   `json:"prompt_cache_options"`
+	SafetyIdentifier     *string           `json:"safety_identifier"`
+}
+
+// Routing is how a buyer steers a request, in OpenRouter's names: routing preferences in a
+// provider object, and fallback models. The gateway reads them; engines never see them.
+type Routing struct {
+	Provider json.RawMessage `json:"provider"`
+	Models   []string        `json:"models"`
+	// Route is OpenRouter's older way to ask for the fallback models: "fallback", which is
+	// what models does anyway.
+	Route *string `json:"route"`
+	// ServiceTier is OpenAI's service_tier: "priority" (gold), "default" or "auto" (silver),
+	// "flex" (bronze); "" takes the key's default (see package tier).
+	ServiceTier string `json:"service_tier"`
+	// Split is reserved for splitting a request across nodes, which is not built yet: it is
+	// recognized, and refused when set (rather than ignored, which would promise a split).
+	Split json.RawMessage `json:"split"`
+}
+
+// CompletionRequest is the body of POST /v1/completions (legacy text completions): every
+// field of OpenAI's CreateCompletionRequest, and the routing extensions.
+type CompletionRequest struct {
+	Model  string          `json:"model"`
+	Prompt json.RawMessage `json:"prompt"`
+	Sampling
+	Echo     bool    `json:"echo"`
+	Logprobs *int    `json:"logprobs"`
+	Suffix   *string `json:"suffix"`
+	BestOf   *int    `json:"best_of"`
 	Routing
 }
 
 // StreamOptions are the options of a streamed answer.
 type StreamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
+	// IncludeObfuscation is taken and ignored: chunks carry no obfuscation padding.
+	IncludeObfuscation *bool `json:"include_obfuscation"`
 }
-
-// Decode reads a JSON request body into v. It answers 413 for a body over the limit set with
-// http.MaxBytesReader and 400 for anything that is not the expected JSON, naming the parameter
-// when it can.
-func Decode(r io.Reader, v any) *Error {
-	body, err := io.ReadAll(r)
-	if err != nil {
-		if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return &Error{Status: http.StatusRequestEntityTooLarge, Type: TypeInvalidRequest, Code: CodeRequestTooLarge,
-				Message: fmt.Sprintf("The request body is larger than the limit of %d bytes.", mbe.Limit)}
-		}
-		return BadRequest("", CodeInvalidJSON, "Could not read the request body: %v.", err)
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return BadRequest("", CodeInvalidJSON, "The request body is empty; send a JSON object.")
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && te.Field != "" {
-			return BadRequest(te.Field, CodeInvalidValue, "Invalid type for '%s': expected %s, got %s.", te.Field, jsonKind(te.Type.String()), te.Value)
-		}
-		return BadRequest("", CodeInvalidJSON, "We could not parse the JSON body of your request (%v). Send valid JSON, with the Content-Type application/json.", err)
-	}
-	return nil
-}
-
-func jsonKind(goType string) string {
-	switch {
-	case strings.HasPrefix(goType, "*"):
-		return jsonKind(goType[1:])
-	case goType == "string":
-		return "a string"
-	case goType == "bool":
-		return "a boolean"
-	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "float"):
-		return "a number"
-	case strings.HasPrefix(goType, "[]"), strings.HasPrefix(goType, "json.RawMessage"):
-		return "an array"
-	}
-	return "an object"
-}
-
-var chatRoles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true, "function": true}
 
 // Job validates the request and turns it into the work a node does.
 func (c *ChatRequest) Job() (*protocol.Request, *Error) {
 	if c.Model == "" {
-		return nil, BadRequest("model", CodeInvalidValue, "Missing required parameter: 'model'.")
+		return nil, missing("model")
 	}
 	if err := validateMessages(c.Messages); err != nil {
 		return nil, err
@@ -122,24 +120,15 @@ func (c *ChatRequest) Job() (*protocol.Request, *Error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := validateSampling(c.Temperature, c.TopP, c.N); err != nil {
-		return nil, err
-	}
-	if c.Logprobs != nil && *c.Logprobs {
-		return nil, Unsupported("logprobs", "'logprobs' is not supported on this network.")
-	}
-	stop, err := parseStop(c.Stop)
+	stop, err := c.Sampling.validate()
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range []struct {
-		name string
-		raw  json.RawMessage
-		want byte
-	}{{"tools", c.Tools, '['}, {"response_format", c.ResponseFormat, '{'}} {
-		if isSet(f.raw) && f.raw[0] != f.want {
-			return nil, BadRequest(f.name, CodeInvalidValue, "Invalid type for '%s'.", f.name)
-		}
+	if err := c.validateChat(); err != nil {
+		return nil, err
+	}
+	if err := c.Routing.validate(); err != nil {
+		return nil, err
 	}
 	return &protocol.Request{
 		Kind:           protocol.KindChat,
@@ -156,10 +145,102 @@ func (c *ChatRequest) Job() (*protocol.Request, *Error) {
 	}, nil
 }
 
+// validateChat checks the fields of a chat that a legacy completion does not have.
+func (c *ChatRequest) validateChat() *Error {
+	for _, f := range []rawField{
+		{"tools", c.Tools, "["}, {"tool_choice", c.ToolChoice, `"{`}, {"response_format", c.ResponseFormat, "{"},
+		{"functions", c.Functions, "["}, {"function_call", c.FunctionCall, `"{`}, {"audio", c.Audio, "{"},
+		{"web_search_options", c.WebSearchOptions, "{"}, {"moderation", c.Moderation, "{"},
+		{"prediction", c.Prediction, "{"}, {"prompt_cache_options", c.PromptCacheOptions, "{"},
+	} {
+		if err := f.check(); err != nil {
+			return err
+		}
+	}
+	if err := validateResponseFormat(c.ResponseFormat); err != nil {
+		return err
+	}
+	if err := intIn("top_logprobs", c.TopLogprobs, 0, 20); err != nil {
+		return err
+	}
+	for i, m := range c.Modalities {
+		if err := oneOf(indexed("modalities", i), m, "text", "audio"); err != nil {
+			return err
+		}
+	}
+	switch {
+	case c.Logprobs != nil && *c.Logprobs:
+		return Unsupported("logprobs", "'logprobs' is not supported on this network.")
+	case c.TopLogprobs != nil && *c.TopLogprobs > 0:
+		return Unsupported("top_logprobs", "'top_logprobs' is not supported on this network: it needs 'logprobs', which is not.")
+	case isSet(c.Functions), isSet(c.FunctionCall):
+		param := "functions"
+		if isSet(c.FunctionCall) {
+			param = "function_call"
+		}
+		return Unsupported(param, "'%s' is not supported on this network; use 'tools' and 'tool_choice'.", param)
+	case isSet(c.Audio) || slices.Contains(c.Modalities, "audio"):
+		param := "audio"
+		if !isSet(c.Audio) {
+			param = "modalities"
+		}
+		return Unsupported(param, "Audio output is not supported on this network.")
+	case isSet(c.WebSearchOptions):
+		return Unsupported("web_search_options", "'web_search_options' is not supported on this network: nodes do not search the web.")
+	case isSet(c.Moderation):
+		return Unsupported("moderation", "'moderation' is not supported on this network.")
+	}
+	return c.Hints.validate()
+}
+
+// validate checks the hints' documented values.
+func (h *Hints) validate() *Error {
+	for _, f := range []struct {
+		param string
+		v     *string
+		allow []string
+	}{
+		{"reasoning_effort", h.ReasoningEffort, []string{"none", "minimal", "low", "medium", "high", "xhigh", "max"}},
+		{"verbosity", h.Verbosity, []string{"low", "medium", "high"}},
+		{"prompt_cache_retention", h.PromptCacheRetention, []string{"in_memory", "24h"}},
+	} {
+		if f.v == nil {
+			continue
+		}
+		if err := oneOf(f.param, *f.v, f.allow...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// serviceTiers are the values of service_tier: OpenAI's names of the tiers this network has
+// (package tier maps them to gold, silver and bronze).
+var serviceTiers = []string{"auto", "default", "flex", "priority"}
+
+// validate checks the routing fields' shapes; the gateway reads what they mean.
+func (rt *Routing) validate() *Error {
+	if err := (rawField{"provider", rt.Provider, "{"}).check(); err != nil {
+		return err
+	}
+	if rt.Route != nil {
+		if err := oneOf("route", *rt.Route, "fallback"); err != nil {
+			return err
+		}
+	}
+	if isSet(rt.Split) {
+		return Unsupported("split", "'split' is not supported yet on this network.")
+	}
+	if rt.ServiceTier != "" {
+		return oneOf("service_tier", rt.ServiceTier, serviceTiers...)
+	}
+	return nil
+}
+
 // Job validates the request and turns it into the work a node does.
 func (c *CompletionRequest) Job() (*protocol.Request, *Error) {
 	if c.Model == "" {
-		return nil, BadRequest("model", CodeInvalidValue, "Missing required parameter: 'model'.")
+		return nil, missing("model")
 	}
 	prompt, err := parsePrompt(c.Prompt)
 	if err != nil {
@@ -173,7 +254,14 @@ func (c *CompletionRequest) Job() (*protocol.Request, *Error) {
 		// OpenAI's legacy default.
 		maxTokens = 16
 	}
-	if err := validateSampling(c.Temperature, c.TopP, c.N); err != nil {
+	stop, err := c.Sampling.validate()
+	if err != nil {
+		return nil, err
+	}
+	if err := intIn("logprobs", c.Logprobs, 0, 5); err != nil {
+		return nil, err
+	}
+	if err := intIn("best_of", c.BestOf, 0, 20); err != nil {
 		return nil, err
 	}
 	switch {
@@ -183,9 +271,10 @@ func (c *CompletionRequest) Job() (*protocol.Request, *Error) {
 		return nil, Unsupported("logprobs", "'logprobs' is not supported on this network.")
 	case c.Suffix != nil && *c.Suffix != "":
 		return nil, Unsupported("suffix", "'suffix' is not supported on this network.")
+	case c.BestOf != nil && *c.BestOf > 1:
+		return nil, Unsupported("best_of", "Invalid 'best_of': only best_of=1 is supported on this network, got %d.", *c.BestOf)
 	}
-	stop, err := parseStop(c.Stop)
-	if err != nil {
+	if err := c.Routing.validate(); err != nil {
 		return nil, err
 	}
 	return &protocol.Request{
@@ -200,124 +289,38 @@ func (c *CompletionRequest) Job() (*protocol.Request, *Error) {
 	}, nil
 }
 
-func isSet(raw json.RawMessage) bool {
-	return len(raw) > 0 && !bytes.Equal(raw, []byte("null"))
-}
-
-func setOrNil(raw json.RawMessage) json.RawMessage {
-	if isSet(raw) {
-		return raw
-	}
-	return nil
-}
-
-func validateMessages(raw json.RawMessage) *Error {
-	if !isSet(raw) {
-		return BadRequest("messages", CodeInvalidValue, "Missing required parameter: 'messages'.")
-	}
-	var msgs []struct {
-		Role      string          `json:"role"`
-		Content   json.RawMessage `json:"content"`
-		ToolCalls json.RawMessage `json:"tool_calls"`
-	}
-	if err := json.Unmarshal(raw, &msgs); err != nil {
-		return BadRequest("messages", CodeInvalidValue, "Invalid 'messages': expected an array of message objects.")
-	}
-	if len(msgs) == 0 {
-		return BadRequest("messages", CodeInvalidValue, "Invalid 'messages': empty array. Expected an array with at least one message.")
-	}
-	for i, m := range msgs {
-		param := fmt.Sprintf("messages[%d]", i)
-		if !chatRoles[m.Role] {
-			if m.Role == "" {
-				return BadRequest(param+".role", CodeInvalidValue, "Missing required parameter: '%s.role'.", param)
-			}
-			return BadRequest(param+".role", CodeInvalidValue,
-				"Invalid value for '%s.role': %q. Supported values are: 'system', 'developer', 'user', 'assistant', 'tool' and 'function'.", param, m.Role)
-		}
-		switch {
-		case len(m.Content) == 0 || bytes.Equal(m.Content, []byte("null")):
-			if m.Role != "assistant" || !isSet(m.ToolCalls) {
-				return BadRequest(param+".content", CodeInvalidValue, "Missing required parameter: '%s.content'.", param)
-			}
-		case m.Content[0] != '"' && m.Content[0] != '[':
-			return BadRequest(param+".content", CodeInvalidValue,
-				"Invalid type for '%s.content': expected a string or an array of content parts.", param)
+// validate checks the shared sampling fields by their documented ranges, and returns the stop
+// strings.
+func (s *Sampling) validate() ([]string, *Error) {
+	for _, f := range []struct {
+		param  string
+		v      *float64
+		lo, hi float64
+	}{
+		{"temperature", s.Temperature, 0, 2},
+		{"top_p", s.TopP, 0, 1},
+		{"frequency_penalty", s.FrequencyPenalty, -2, 2},
+		{"presence_penalty", s.PresencePenalty, -2, 2},
+	} {
+		if err := numberIn(f.param, f.v, f.lo, f.hi); err != nil {
+			return nil, err
 		}
 	}
-	return nil
-}
-
-func pickMaxTokens(maxTokens, maxCompletionTokens *int) (int, *Error) {
-	param, v := "max_tokens", maxTokens
-	if maxCompletionTokens != nil {
-		param, v = "max_completion_tokens", maxCompletionTokens
+	if err := intIn("n", s.N, 1, 128); err != nil {
+		return nil, err
 	}
-	if v == nil {
-		return 0, nil
+	if err := validateLogitBias(s.LogitBias); err != nil {
+		return nil, err
 	}
-	if *v < 1 {
-		return 0, BadRequest(param, CodeInvalidValue, "Invalid '%s': integer below minimum value. Expected a value >= 1, but got %d instead.", param, *v)
+	switch {
+	case s.N != nil && *s.N != 1:
+		return nil, Unsupported("n", "Invalid 'n': only n=1 is supported on this network, got %d.", *s.N)
+	case s.FrequencyPenalty != nil && *s.FrequencyPenalty != 0:
+		return nil, Unsupported("frequency_penalty", "'frequency_penalty' other than 0 is not supported on this network.")
+	case s.PresencePenalty != nil && *s.PresencePenalty != 0:
+		return nil, Unsupported("presence_penalty", "'presence_penalty' other than 0 is not supported on this network.")
+	case len(s.LogitBias) > 0:
+		return nil, Unsupported("logit_bias", "'logit_bias' is not supported on this network: its token ids are those of OpenAI's tokenizers.")
 	}
-	return *v, nil
-}
-
-func validateSampling(temperature, topP *float64, n *int) *Error {
-	if temperature != nil && (*temperature < 0 || *temperature > 2) {
-		return BadRequest("temperature", CodeInvalidValue, "Invalid 'temperature': expected a number between 0 and 2, but got %g instead.", *temperature)
-	}
-	if topP != nil && (*topP < 0 || *topP > 1) {
-		return BadRequest("top_p", CodeInvalidValue, "Invalid 'top_p': expected a number between 0 and 1, but got %g instead.", *topP)
-	}
-	if n != nil && *n != 1 {
-		return Unsupported("n", "Invalid 'n': only n=1 is supported on this network, got %d.", *n)
-	}
-	return nil
-}
-
-// parseStop accepts a string or an array of at most 4 strings.
-func parseStop(raw json.RawMessage) ([]string, *Error) {
-	if !isSet(raw) {
-		return nil, nil
-	}
-	var one string
-	if err := json.Unmarshal(raw, &one); err == nil {
-		if one == "" {
-			return nil, nil
-		}
-		return []string{one}, nil
-	}
-	var many []string
-	if err := json.Unmarshal(raw, &many); err != nil {
-		return nil, BadRequest("stop", CodeInvalidValue, "Invalid 'stop': expected a string or an array of strings.")
-	}
-	if len(many) > 4 {
-		return nil, BadRequest("stop", CodeInvalidValue, "Invalid 'stop': at most 4 stop sequences, got %d.", len(many))
-	}
-	out := many[:0]
-	for _, s := range many {
-		if s != "" {
-			out = append(out, s)
-		}
-	}
-	return out, nil
-}
-
-// parsePrompt accepts a string or an array holding one string.
-func parsePrompt(raw json.RawMessage) (string, *Error) {
-	if !isSet(raw) {
-		return "", BadRequest("prompt", CodeInvalidValue, "Missing required parameter: 'prompt'.")
-	}
-	var one string
-	if err := json.Unmarshal(raw, &one); err == nil {
-		return one, nil
-	}
-	var many []string
-	if err := json.Unmarshal(raw, &many); err != nil {
-		return "", BadRequest("prompt", CodeInvalidValue, "Invalid 'prompt': expected a string or an array of strings (token arrays are not supported).")
-	}
-	if len(many) != 1 {
-		return "", Unsupported("prompt", "Invalid 'prompt': send one prompt per request, got %d.", len(many))
-	}
-	return many[0], nil
+	return parseStop(s.Stop)
 }

@@ -47,6 +47,9 @@ type Config struct {
 	MaxBodyBytes   int64         // default 16 MiB
 	KeyCacheTTL    time.Duration // default 10s
 	TLS            *tls.Config   // nil: plain HTTP
+	// BodyTimeout bounds how long a request's body may take to arrive, from the start of the
+	// request (408 after it); it never bounds the answer. Default 1 minute.
+	BodyTimeout time.Duration
 	// FeeBasisPoints is the platform fee on top of nodes' asks (500 = 5%).
 	FeeBasisPoints   int
 	SettlementDelay  time.Duration // providers' earnings stay pending this long; default 72h
@@ -137,6 +140,9 @@ func New(cfg Config) *Coordinator {
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 30 * time.Second
 	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = time.Minute // a 16 MiB body, the default limit, over 2.5 Mbit/s
+	}
 	if cfg.ReceiptKey == nil {
 		_, cfg.ReceiptKey, _ = ed25519.GenerateKey(rand.Reader)
 		pub := base64.StdEncoding.EncodeToString(cfg.ReceiptKey.Public().(ed25519.PublicKey))
@@ -186,7 +192,7 @@ func New(cfg Config) *Coordinator {
 	mux.HandleFunc("GET /readyz", c.readyz)
 	c.handler = gateway.WithRequestID(mux)
 	web, err := console.New(console.Config{Store: cfg.Store, Fleet: c.Fleet, Ledger: c.Ledger, API: c.handler,
-		Secure: cfg.TLS != nil, Reputation: c.Prober.Explain, KeyLimits: cfg.KeyLimits, Log: cfg.Log})
+		Secure: cfg.TLS != nil, Reputation: c.Prober.Explain, KeyLimits: cfg.KeyLimits, TierPrices: cfg.TierPrices, Log: cfg.Log})
 	if err != nil {
 		panic(err) // the console's templates are embedded: a broken one is a bug caught by tests
 	}
@@ -257,6 +263,29 @@ func (c *Coordinator) nodeSamples() []metrics.NodeSample {
 // Handler returns the coordinator's HTTP handler.
 func (c *Coordinator) Handler() http.Handler { return c.handler }
 
+// server is the coordinator's HTTP server.
+//
+// ReadTimeout bounds the reading of a request, its body included: a client that sends half a
+// body is answered 408 (api.Decode) and its connection closed, rather than held open. It never
+// bounds the answer: net/http lifts the read deadline once the body has been read (HTTP/1.1
+// before its watch for the client leaving; HTTP/2 per stream), so answers streamed for longer
+// still run, and a request without a body (the agents' WebSocket upgrade) is not bounded at
+// all. TestServer_LongAnswer holds this.
+func (c *Coordinator) server() *http.Server {
+	return &http.Server{
+		Handler:           c.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       c.cfg.BodyTimeout,
+		IdleTimeout:       2 * time.Minute,
+		TLSConfig:         c.cfg.TLS,
+		ErrorLog:          slog.NewLogLogger(c.log.Handler(), slog.LevelDebug),
+		// HTTP/1.1, and HTTP/2 over TLS or, for clients behind an HTTP/2 proxy, without TLS
+		// (prior knowledge): many streams on one connection, each cheaper than a connection.
+		Protocols: serverProtocols(),
+		HTTP2:     &http.HTTP2Config{MaxConcurrentStreams: maxStreamsPerConn},
+	}
+}
+
 // Serve serves on ln until ctx is done, then shuts down gracefully: it stops accepting
 // requests, lets streams in flight finish (up to DrainTimeout), disconnects the agents (they
 // reconnect on their own) and settles the last bills. Before serving, it voids the holds a
@@ -282,17 +311,7 @@ func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
 	} else if n > 0 {
 		c.log.Warn("ended node sessions left open by an unclean stop, at their last sighting", "sessions", n)
 	}
-	srv := &http.Server{
-		Handler:           c.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		TLSConfig:         c.cfg.TLS,
-		ErrorLog:          slog.NewLogLogger(c.log.Handler(), slog.LevelDebug),
-		// HTTP/1.1, and HTTP/2 over TLS or, for clients behind an HTTP/2 proxy, without TLS
-		// (prior knowledge): many streams on one connection, each cheaper than a connection.
-		Protocols: serverProtocols(),
-		HTTP2:     &http.HTTP2Config{MaxConcurrentStreams: maxStreamsPerConn},
-	}
+	srv := c.server()
 	bg, stopBg := context.WithCancel(context.Background())
 	defer stopBg()
 	go c.Fleet.Run(bg)

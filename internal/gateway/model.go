@@ -12,17 +12,20 @@ import (
 	"github.com/shareai/shareai/internal/api"
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/matcher"
+	"github.com/shareai/shareai/internal/store"
+	"github.com/shareai/shareai/internal/tier"
 )
 
-func modelOf(mi fleet.ModelInfo) api.Model {
+// modelOf is a model as /v1/models shows it, priced at the tiers' multipliers (tierprice.go).
+func modelOf(mi fleet.ModelInfo, prices tier.Multipliers) tieredModel {
+	pricing := priceRangeAt(prices, mi, tier.Silver)
 	m := api.Model{
 		ID: mi.ID, Object: "model", Created: mi.Since.Unix(), OwnedBy: "shareai",
 		Nodes: mi.Nodes, ContextLength: mi.ContextLength, Simulated: mi.Simulated, Regions: mi.Regions,
-		Pricing: &api.PriceRange{PromptMin: api.USD(mi.MinInput), PromptMax: api.USD(mi.MaxInput),
-			CompletionMin: api.USD(mi.MinOutput), CompletionMax: api.USD(mi.MaxOutput)},
+		Pricing:   &pricing,
 		LatencyMS: millis(mi.TTFT), Throughput: positive(mi.TokensPerSecond),
 	}
-	return m
+	return tieredModel{Model: m, ServiceTiers: priceRanges(prices, mi)}
 }
 
 // millis is a duration in milliseconds, or nil when unmeasured.
@@ -42,22 +45,31 @@ func positive(f float64) *float64 {
 }
 
 func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request, c *call) error {
-	list := api.ModelList{Object: "list", Data: []api.Model{}}
+	list := tieredModelList{Object: "list", Data: []tieredModel{}}
 	for _, mi := range g.cfg.Fleet.Models() {
-		list.Data = append(list.Data, modelOf(mi))
+		if mayUse(c.key, mi.ID) {
+			list.Data = append(list.Data, modelOf(mi, g.cfg.TierPrices))
+		}
 	}
 	return writeJSON(w, list)
 }
 
+// mayUse says whether a key may use a model: a key with allowed models sees only those in the
+// market, as the gateway serves it only those (keyRules). A model it may not use is answered
+// as one that does not exist, as OpenAI answers for a model a key has no access to.
+func mayUse(k *store.Key, model string) bool {
+	return len(k.Models) == 0 || slices.Contains(k.Models, model)
+}
+
 func (g *Gateway) getModel(w http.ResponseWriter, r *http.Request, c *call) error {
 	id := r.PathValue("id")
-	if mi, ok := g.cfg.Fleet.Model(id); ok {
-		return writeJSON(w, modelOf(mi))
+	if mi, ok := g.cfg.Fleet.Model(id); ok && mayUse(c.key, id) {
+		return writeJSON(w, modelOf(mi, g.cfg.TierPrices))
 	}
 	// Model ids hold slashes, so /v1/models/{id}/endpoints arrives here too.
 	if model, ok := strings.CutSuffix(id, "/endpoints"); ok {
-		if offers := g.cfg.Fleet.LiveOffers(model); len(offers) > 0 {
-			return writeJSON(w, endpointsOf(model, offers, g.cfg.Now()))
+		if offers := g.cfg.Fleet.LiveOffers(model); len(offers) > 0 && mayUse(c.key, model) {
+			return writeJSON(w, endpointsOf(model, offers, g.cfg.TierPrices, g.cfg.Now()))
 		}
 		id = model
 	}
@@ -75,21 +87,23 @@ func writeJSON(w http.ResponseWriter, v any) error {
 	return nil
 }
 
-func endpointsOf(model string, offers []*fleet.Offer, now time.Time) api.EndpointList {
-	var list api.EndpointList
+// endpointsOf lists a model's offers, priced at the tiers' multipliers (tierprice.go).
+func endpointsOf(model string, offers []*fleet.Offer, prices tier.Multipliers, now time.Time) tieredEndpointList {
+	var list tieredEndpointList
 	list.Data.ID = model
-	list.Data.Endpoints = make([]api.Endpoint, 0, len(offers))
+	list.Data.Endpoints = make([]tieredEndpoint, 0, len(offers))
 	for _, o := range offers {
 		st := o.Stats()
-		list.Data.Endpoints = append(list.Data.Endpoints, api.Endpoint{
+		price := endpointPriceAt(prices, o, tier.Silver)
+		list.Data.Endpoints = append(list.Data.Endpoints, tieredEndpoint{Endpoint: api.Endpoint{
 			NodeID: o.Node.ID, Region: o.Node.Region, Quantization: o.Quantization,
-			Prompt: api.USD(o.InputPrice), Completion: api.USD(o.OutputPrice),
+			Prompt: price.Prompt, Completion: price.Completion,
 			ContextLength: o.ContextLength, MaxConcurrent: o.MaxConcurrent, Running: o.Running(),
 			UptimeSeconds: int64(now.Sub(o.Node.Connected).Seconds()),
 			LatencyMS:     millis(st.TTFT), Throughput: positive(st.TokensPerSecond), Reliability: matcher.Reliability(o.Node, st),
 			Warm: o.Warm(), Simulated: o.Node.Hardware.Simulated,
-		})
+		}, ServiceTiers: endpointPrices(prices, o)})
 	}
-	slices.SortFunc(list.Data.Endpoints, func(a, b api.Endpoint) int { return cmp.Compare(a.NodeID, b.NodeID) })
+	slices.SortFunc(list.Data.Endpoints, func(a, b tieredEndpoint) int { return cmp.Compare(a.NodeID, b.NodeID) })
 	return list
 }
