@@ -388,3 +388,48 @@ func TestQueue_FreedSlotOrder(t *testing.T) {
 		t.Errorf("served in the order %q; want %q", got, want)
 	}
 }
+
+// A preempted non-streamed bronze request simply takes longer: gold is answered while it waits,
+// and its answer is the undisturbed one.
+func TestQueue_GoldPreemptsNonStreamedBronze(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Providers: 1, MaxConcurrent: 1, Sim: sim.Config{TokensPerSecond: 100}})
+	client := env.Client()
+	const prompt = "a long bronze answer, not streamed"
+	bronze := chatParams(prompt, 5)
+	bronze.ServiceTier = openai.ChatCompletionNewParamsServiceTierFlex
+	type answer struct {
+		text string
+		err  error
+		at   time.Time
+	}
+	done := make(chan answer, 1)
+	go func() {
+		got, err := client.Chat.Completions.New(context.Background(), bronze)
+		a := answer{err: err, at: time.Now()}
+		if err == nil {
+			a.text = got.Choices[0].Message.Content
+		}
+		done <- a
+	}()
+	env.WaitFor("the bronze job to run", func() bool { _, agents := env.Running(); return agents == 1 })
+	time.Sleep(100 * time.Millisecond) // part of its answer is generated
+	gold := chatParams("gold goes first", 6)
+	gold.ServiceTier = openai.ChatCompletionNewParamsServiceTierPriority
+	gold.MaxTokens = openai.Int(3)
+	if _, err := client.Chat.Completions.New(context.Background(), gold); err != nil {
+		t.Fatalf("gold: %v", err)
+	}
+	goldAt := time.Now()
+	a := <-done
+	if a.err != nil {
+		t.Fatalf("bronze: %v", apiMessage(a.err))
+	}
+	if !a.at.After(goldAt) {
+		t.Error("bronze was answered before gold: gold did not preempt it")
+	}
+	if w := want(t, prompt, 5); a.text != w {
+		t.Errorf("the preempted answer differs from the undisturbed one:\n got %q\nwant %q", a.text, w)
+	}
+	env.WaitFor("every request to be settled", func() bool { return balance(t, env).Held == 0 })
+	ledgerSumIsZero(t, env)
+}
