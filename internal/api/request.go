@@ -46,9 +46,8 @@ type Sampling struct {
 	Seed          *int64          `json:"seed"`
 	Stop          json.RawMessage `json:"stop"`
 	N             *int            `json:"n"`
-	// The penalties and logit_bias reach no engine (protocol.Request has no place for them),
-	// so only their neutral values are taken: 0, and no bias. logit_bias names token ids of
-	// OpenAI's tokenizers, which the open models on this network do not share.
+	// The penalties reach the engine; logit_bias does not, so only no bias is taken: it names
+	// token ids of OpenAI's tokenizers, which the open models on this network do not share.
 	FrequencyPenalty *float64       `json:"frequency_penalty"`
 	PresencePenalty  *float64       `json:"presence_penalty"`
 	LogitBias        map[string]int `json:"logit_bias"`
@@ -131,17 +130,19 @@ func (c *ChatRequest) Job() (*protocol.Request, *Error) {
 		return nil, err
 	}
 	return &protocol.Request{
-		Kind:           protocol.KindChat,
-		Model:          c.Model,
-		Messages:       c.Messages,
-		MaxTokens:      maxTokens,
-		Temperature:    c.Temperature,
-		TopP:           c.TopP,
-		Seed:           c.Seed,
-		Stop:           stop,
-		Tools:          setOrNil(c.Tools),
-		ToolChoice:     setOrNil(c.ToolChoice),
-		ResponseFormat: setOrNil(c.ResponseFormat),
+		Kind:             protocol.KindChat,
+		Model:            c.Model,
+		Messages:         c.Messages,
+		MaxTokens:        maxTokens,
+		Temperature:      c.Temperature,
+		TopP:             c.TopP,
+		Seed:             c.Seed,
+		Stop:             stop,
+		FrequencyPenalty: nonZero(c.FrequencyPenalty),
+		PresencePenalty:  nonZero(c.PresencePenalty),
+		Tools:            setOrNil(c.Tools),
+		ToolChoice:       setOrNil(c.ToolChoice),
+		ResponseFormat:   setOrNil(c.ResponseFormat),
 	}, nil
 }
 
@@ -278,15 +279,25 @@ func (c *CompletionRequest) Job() (*protocol.Request, *Error) {
 		return nil, err
 	}
 	return &protocol.Request{
-		Kind:        protocol.KindCompletion,
-		Model:       c.Model,
-		Prompt:      prompt,
-		MaxTokens:   maxTokens,
-		Temperature: c.Temperature,
-		TopP:        c.TopP,
-		Seed:        c.Seed,
-		Stop:        stop,
+		Kind:             protocol.KindCompletion,
+		Model:            c.Model,
+		Prompt:           prompt,
+		MaxTokens:        maxTokens,
+		Temperature:      c.Temperature,
+		TopP:             c.TopP,
+		Seed:             c.Seed,
+		Stop:             stop,
+		FrequencyPenalty: nonZero(c.FrequencyPenalty),
+		PresencePenalty:  nonZero(c.PresencePenalty),
 	}, nil
+}
+
+// nonZero is f, or nil for 0, the neutral value engines need not be sent.
+func nonZero(f *float64) *float64 {
+	if f == nil || *f == 0 {
+		return nil
+	}
+	return f
 }
 
 // validate checks the shared sampling fields by their documented ranges, and returns the stop
@@ -315,10 +326,6 @@ func (s *Sampling) validate() ([]string, *Error) {
 	switch {
 	case s.N != nil && *s.N != 1:
 		return nil, Unsupported("n", "Invalid 'n': only n=1 is supported on this network, got %d.", *s.N)
-	case s.FrequencyPenalty != nil && *s.FrequencyPenalty != 0:
-		return nil, Unsupported("frequency_penalty", "'frequency_penalty' other than 0 is not supported on this network.")
-	case s.PresencePenalty != nil && *s.PresencePenalty != 0:
-		return nil, Unsupported("presence_penalty", "'presence_penalty' other than 0 is not supported on this network.")
 	case len(s.LogitBias) > 0:
 		return nil, Unsupported("logit_bias", "'logit_bias' is not supported on this network: its token ids are those of OpenAI's tokenizers.")
 	}

@@ -19,9 +19,9 @@ func TestChatRequest_Values(t *testing.T) {
 		{`"temperature":-0.1`, "invalid_value", "temperature"},
 		{`"top_p":1.5`, "invalid_value", "top_p"},
 		{`"frequency_penalty":-2.5`, "invalid_value", "frequency_penalty"},
-		{`"frequency_penalty":1`, "unsupported_parameter", "frequency_penalty"},
+		{`"frequency_penalty":1`, "", ""},
 		{`"presence_penalty":2.5`, "invalid_value", "presence_penalty"},
-		{`"presence_penalty":-1`, "unsupported_parameter", "presence_penalty"},
+		{`"presence_penalty":-1`, "", ""},
 		{`"logit_bias":{"50256":101}`, "invalid_value", "logit_bias"},
 		{`"logit_bias":{"-1":1}`, "invalid_value", "logit_bias"},
 		{`"logit_bias":{"50256":-100}`, "unsupported_parameter", "logit_bias"},
@@ -124,5 +124,27 @@ func TestCompletionRequest_Values(t *testing.T) {
 				t.Fatalf("got %v; want %s on %q", err, tt.code, tt.param)
 			}
 		})
+	}
+}
+
+// The penalties reach the engine's request; a neutral 0 is not sent.
+func TestRequests_Penalties(t *testing.T) {
+	var chat api.ChatRequest
+	if err := api.Decode(strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}],"frequency_penalty":0.5,"presence_penalty":0}`), &chat); err != nil {
+		t.Fatal(err)
+	}
+	req, err := chat.Job()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.FrequencyPenalty == nil || *req.FrequencyPenalty != 0.5 || req.PresencePenalty != nil {
+		t.Errorf("chat job penalties %v, %v; want 0.5 and none", req.FrequencyPenalty, req.PresencePenalty)
+	}
+	var completion api.CompletionRequest
+	if err := api.Decode(strings.NewReader(`{"model":"m","prompt":"p","presence_penalty":-2}`), &completion); err != nil {
+		t.Fatal(err)
+	}
+	if req, err = completion.Job(); err != nil || req.PresencePenalty == nil || *req.PresencePenalty != -2 {
+		t.Errorf("completion job: %v, %+v; want presence_penalty -2", err, req)
 	}
 }

@@ -276,6 +276,10 @@ type Request struct {
 	TopP        *float64 `json:"top_p,omitempty"`
 	Seed        *int64   `json:"seed,omitempty"`
 	Stop        []string `json:"stop,omitempty"`
+	// FrequencyPenalty and PresencePenalty are OpenAI's, in [-2, 2] (0: none), which vLLM,
+	// llama.cpp's server and Ollama take by the same names. (Agents before them ignore them.)
+	FrequencyPenalty *float64 `json:"frequency_penalty,omitempty"`
+	PresencePenalty  *float64 `json:"presence_penalty,omitempty"`
 
 	// Continue marks a continuation: the last chat message is a partial assistant answer (or
 	// the prompt ends with one) that another node left unfinished, to be continued exactly

@@ -41,6 +41,9 @@ type options struct {
 	TopP        *float64 `json:"top_p,omitempty"`
 	Seed        *int64   `json:"seed,omitempty"`
 	Stop        []string `json:"stop,omitempty"`
+	// The penalties, by OpenAI's names, which Ollama's options share.
+	FrequencyPenalty *float64 `json:"frequency_penalty,omitempty"`
+	PresencePenalty  *float64 `json:"presence_penalty,omitempty"`
 }
 
 // call is the request Run sends for a job.
@@ -105,16 +108,23 @@ func (e *Engine) options(req *protocol.Request) (*options, error) {
 	if err := checkFinite("temperature", req.Temperature); err != nil {
 		return nil, err
 	}
-	if err := checkFinite("top_p", req.TopP); err != nil {
-		return nil, err
+	for _, f := range []struct {
+		name string
+		v    *float64
+	}{{"top_p", req.TopP}, {"frequency_penalty", req.FrequencyPenalty}, {"presence_penalty", req.PresencePenalty}} {
+		if err := checkFinite(f.name, f.v); err != nil {
+			return nil, err
+		}
 	}
 	return &options{
-		NumCtx:      e.numCtx,
-		NumPredict:  max(req.MaxTokens, 0),
-		Temperature: req.Temperature,
-		TopP:        req.TopP,
-		Seed:        req.Seed,
-		Stop:        req.Stop,
+		NumCtx:           e.numCtx,
+		NumPredict:       max(req.MaxTokens, 0),
+		Temperature:      req.Temperature,
+		TopP:             req.TopP,
+		Seed:             req.Seed,
+		Stop:             req.Stop,
+		FrequencyPenalty: req.FrequencyPenalty,
+		PresencePenalty:  req.PresencePenalty,
 	}, nil
 }
 
@@ -134,7 +144,8 @@ func (o *options) continued(partial string) {
 
 // orNil is o, or nil when it sets nothing.
 func (o *options) orNil() *options {
-	if o.NumCtx == 0 && o.NumPredict == 0 && o.Temperature == nil && o.TopP == nil && o.Seed == nil && len(o.Stop) == 0 {
+	if o.NumCtx == 0 && o.NumPredict == 0 && o.Temperature == nil && o.TopP == nil && o.Seed == nil && len(o.Stop) == 0 &&
+		o.FrequencyPenalty == nil && o.PresencePenalty == nil {
 		return nil
 	}
 	return o

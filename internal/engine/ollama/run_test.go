@@ -216,7 +216,7 @@ func TestRun_requestBody(t *testing.T) {
 	{"role":"user","content":"été ✓"}]`
 	tools := `[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]`
 	schema := `{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`
-	temp, topP, seed := 0.0, 1.0, int64(-3)
+	temp, topP, seed, freq, pres := 0.0, 1.0, int64(-3), 0.5, -1.25
 	tests := []struct {
 		name     string
 		cfg      Config
@@ -228,11 +228,12 @@ func TestRun_requestBody(t *testing.T) {
 		cfg:  Config{NumCtx: 8192},
 		req: &protocol.Request{Kind: protocol.KindChat, Model: "llama3.2", Messages: json.RawMessage(messages),
 			MaxTokens: 64, Temperature: &temp, TopP: &topP, Seed: &seed, Stop: []string{"\n\n", "END"},
+			FrequencyPenalty: &freq, PresencePenalty: &pres,
 			Tools: json.RawMessage(tools), ToolChoice: json.RawMessage(`"auto"`),
 			ResponseFormat: json.RawMessage(`{"type": "json_object"}`)},
 		wantPath: "/api/chat",
 		want: `{"model":"llama3.2","messages":` + wantMessages + `,"tools":` + tools + `,"format":"json",
-			"options":{"num_ctx":8192,"num_predict":64,"temperature":0,"top_p":1,"seed":-3,"stop":["\n\n","END"]},
+			"options":{"num_ctx":8192,"num_predict":64,"temperature":0,"top_p":1,"seed":-3,"stop":["\n\n","END"],"frequency_penalty":0.5,"presence_penalty":-1.25},
 			"stream":true}`,
 	}, {
 		name: "chat with a schema and tool_choice none",

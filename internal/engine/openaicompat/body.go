@@ -47,6 +47,16 @@ func appendRequest(b []byte, req *protocol.Request, model string) ([]byte, error
 			return nil, err
 		}
 	}
+	for _, f := range []struct {
+		name string
+		v    *float64
+	}{{`,"frequency_penalty":`, req.FrequencyPenalty}, {`,"presence_penalty":`, req.PresencePenalty}} {
+		if f.v != nil {
+			if b, err = appendFloatField(b, f.name, *f.v); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if req.Seed != nil {
 		b = append(b, `,"seed":`...)
 		b = strconv.AppendInt(b, *req.Seed, 10)

@@ -256,7 +256,7 @@ func TestRun_requestBody(t *testing.T) {
 	  {"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}}]},
 	{"role":"assistant","content":"\u00e9t\u00e9 ✓"} ]`
 	tools := `[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]`
-	temp, topP, seed := 0.0, 1.0, int64(-3)
+	temp, topP, seed, freq, pres := 0.0, 1.0, int64(-3), 0.5, -1.25
 	tests := []struct {
 		name     string
 		req      *protocol.Request
@@ -272,11 +272,12 @@ func TestRun_requestBody(t *testing.T) {
 		name: "chat with every field and a mapped model",
 		req: &protocol.Request{Kind: protocol.KindChat, Model: "tiny", Messages: json.RawMessage(messages),
 			MaxTokens: 64, Temperature: &temp, TopP: &topP, Seed: &seed, Stop: []string{"\n\n", "END"},
+			FrequencyPenalty: &freq, PresencePenalty: &pres,
 			Tools: json.RawMessage(tools), ToolChoice: json.RawMessage(`"auto"`),
 			ResponseFormat: json.RawMessage(`{"type": "json_object"}`)},
 		wantPath: "/v1/chat/completions",
 		want: map[string]string{"model": `"tiny-utf8.gguf"`, "messages": messages, "max_tokens": "64",
-			"temperature": "0", "top_p": "1", "seed": "-3", "stop": `["\n\n","END"]`, "tools": tools,
+			"temperature": "0", "top_p": "1", "seed": "-3", "frequency_penalty": "0.5", "presence_penalty": "-1.25", "stop": `["\n\n","END"]`, "tools": tools,
 			"tool_choice": `"auto"`, "response_format": `{"type": "json_object"}`,
 			"stream": "true", "stream_options": `{"include_usage":true}`},
 	}, {
