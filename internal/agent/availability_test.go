@@ -19,6 +19,7 @@ import (
 	"github.com/shareai/shareai/internal/engine/sim"
 	"github.com/shareai/shareai/internal/guard"
 	"github.com/shareai/shareai/internal/protocol"
+	"github.com/shareai/shareai/internal/queue"
 	"github.com/shareai/shareai/internal/testenv"
 )
 
@@ -32,7 +33,11 @@ func ask(env *testenv.Env) error {
 	return err
 }
 
-// wantPaused checks that a request is refused with a 503 that counts the node as paused.
+// pausedWait bounds how long a request waits in the queue for a paused node.
+var pausedWait = queue.Config{Timeout: 200 * time.Millisecond}
+
+// wantPaused checks that a request is refused with a 503 that counts the node as paused,
+// once it has waited in the queue for it.
 func wantPaused(t *testing.T, err error) {
 	t.Helper()
 	var apiErr *openai.Error
@@ -52,7 +57,7 @@ func nodePaused(env *testenv.Env, a *agent.Agent, paused bool) {
 // The owner pauses the node: the coordinator stops sending it jobs at once, with a 503 that
 // says why, and sends them again after resume.
 func TestAgent_PauseAndResume(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Options{Providers: 1, Queue: pausedWait})
 	a := env.Agents[0]
 	if err := ask(env); err != nil {
 		t.Fatal(err)
@@ -100,7 +105,7 @@ func (s *toggle) String() string      { return "mon-fri 08:00-18:00" }
 // Outside its windows a node registers but takes no job; when a window opens it does.
 func TestAgent_AvailabilityWindows(t *testing.T) {
 	var sched toggle
-	env := testenv.New(t, testenv.Options{Providers: 1, Agent: func(i int, c *agent.Config) {
+	env := testenv.New(t, testenv.Options{Providers: 1, Queue: pausedWait, Agent: func(i int, c *agent.Config) {
 		c.Schedule, c.Windows, c.Timezone = &sched, sched.String(), "Europe/Berlin"
 		c.CheckEvery = 20 * time.Millisecond
 	}})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/shareai/shareai/internal/bench"
 	"github.com/shareai/shareai/internal/engine/sim"
+	"github.com/shareai/shareai/internal/queue"
 	"github.com/shareai/shareai/internal/testenv"
 )
 
@@ -121,10 +122,11 @@ func TestBench_Errors(t *testing.T) {
 	}
 }
 
-// TestBench_Busy runs more requests at once than the network has slots: the rest get 503s,
-// counted beside the answers.
+// TestBench_Busy runs more requests at once than the network has slots and its queue places:
+// the rest get 503s, counted beside the answers.
 func TestBench_Busy(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, MaxConcurrent: 1, Sim: sim.Config{TokensPerSecond: 100}})
+	env := testenv.New(t, testenv.Options{Providers: 1, MaxConcurrent: 1, Sim: sim.Config{TokensPerSecond: 100},
+		Queue: queue.Config{Length: 1}})
 	rep, err := bench.Run(context.Background(), bench.Config{
 		BaseURL: env.BaseURL(), APIKey: env.APIKey, Model: model, Requests: 12, Concurrency: 4,
 		Stream: true, MaxTokens: 5, Prompt: prompt,

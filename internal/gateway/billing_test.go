@@ -12,6 +12,7 @@ import (
 	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/engine/sim"
 	"github.com/shareai/shareai/internal/meter"
+	"github.com/shareai/shareai/internal/queue"
 	"github.com/shareai/shareai/internal/testenv"
 )
 
@@ -46,7 +47,7 @@ func generation(t *testing.T, env *testenv.Env, requestID string) (g struct {
 // A stream cut mid-way with no node left to continue it is billed for what its buyer received,
 // and the node that generated it earns it: not recorded as $0.
 func TestBilling_CutWithNoNodeLeft(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, Sim: sim.Config{TokensPerSecond: 100}})
+	env := testenv.New(t, testenv.Options{Providers: 1, Sim: sim.Config{TokensPerSecond: 100}, Queue: queue.Config{Timeout: 200 * time.Millisecond}})
 	resp := streamReq(t, env, "Tell a long story.")
 	defer resp.Body.Close()
 	node, id := resp.Header.Get("X-Shareai-Node"), resp.Header.Get("X-Request-Id")

@@ -9,12 +9,14 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/shareai/shareai/internal/engine/sim"
 	"github.com/shareai/shareai/internal/gateway"
+	"github.com/shareai/shareai/internal/queue"
 	"github.com/shareai/shareai/internal/store"
 	"github.com/shareai/shareai/internal/testenv"
 )
@@ -132,7 +134,9 @@ func TestErrors_BodyTooLarge(t *testing.T) {
 
 // A request no node can take is answered at once with the reason, never left to hang.
 func TestErrors_NoProviderAvailable(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, MaxConcurrent: 1, Sim: sim.Config{TokensPerSecond: 5}})
+	// The request waits in the queue for the busy node, up to its deadline.
+	env := testenv.New(t, testenv.Options{Providers: 1, MaxConcurrent: 1, Sim: sim.Config{TokensPerSecond: 5},
+		Queue: queue.Config{Timeout: 200 * time.Millisecond}})
 	client := env.Client()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
