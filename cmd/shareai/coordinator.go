@@ -72,7 +72,7 @@ then the environment, then these flags; see docs/configuration.md.`); err != nil
 	fee, _ := cfg.Money.FeeBasisPoints()
 	c := coordinator.New(coordinator.Config{
 		Store: st, Log: log, DrainTimeout: cfg.DrainTimeout, HeartbeatInterval: cfg.HeartbeatInterval,
-		MaxBodyBytes: cfg.MaxBodyBytes, TLS: tlsCfg,
+		MaxBodyBytes: cfg.MaxBodyBytes, BodyTimeout: cfg.BodyTimeout, TLS: tlsCfg,
 		FeeBasisPoints: fee, SettlementDelay: cfg.Money.SettlementDelay, DefaultMaxTokens: cfg.Money.DefaultMaxTokens,
 		StallTimeout: cfg.StallTimeout, ReceiptKey: key, ProbeEvery: cfg.ProbeEvery, TrustNewNodes: cfg.TrustNewNodes,
 		MaxNodesPerAccount: cfg.MaxNodesPerAccount,

@@ -144,6 +144,7 @@ type Coordinator struct {
 	DrainTimeout       time.Duration
 	HeartbeatInterval  time.Duration
 	MaxBodyBytes       int64
+	BodyTimeout        time.Duration // how long a request's body may take to arrive
 	StallTimeout       time.Duration
 	ProbeEvery         time.Duration // mean time between canary probes of a node
 	TrustNewNodes      bool          // skip onboarding checks
@@ -313,6 +314,7 @@ func (c *Coordinator) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "how long shutdown waits for streams in flight")
 	fs.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", 5*time.Second, "how often agents send heartbeats")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", 16<<20, "largest request body accepted")
+	fs.DurationVar(&c.BodyTimeout, "body-timeout", time.Minute, "the longest a request's body may take to arrive (then 408 and the connection closes); it never bounds an answer")
 	fs.DurationVar(&c.StallTimeout, "stall-timeout", 30*time.Second, "the most a node may stay silent mid-answer before another node continues the answer")
 	fs.DurationVar(&c.ProbeEvery, "probe-every", 10*time.Minute, "mean time between two canary probes of a node, at random times; probes are paid from the platform's fees")
 	fs.BoolVar(&c.TrustNewNodes, "trust-new-nodes", false, "let new nodes serve without onboarding checks: only for a private network of your own machines")
@@ -345,6 +347,9 @@ func (c *Coordinator) Validate() error {
 	}
 	if c.HeartbeatInterval < 100*time.Millisecond {
 		errs = append(errs, &FieldError{"heartbeat-interval", "must be at least 100ms"})
+	}
+	if c.BodyTimeout < time.Second {
+		errs = append(errs, &FieldError{"body-timeout", "must be at least 1s"})
 	}
 	if c.MaxBodyBytes < 1024 {
 		errs = append(errs, &FieldError{"max-body-bytes", "must be at least 1024"})
