@@ -433,3 +433,25 @@ func TestQueue_GoldPreemptsNonStreamedBronze(t *testing.T) {
 	env.WaitFor("every request to be settled", func() bool { return balance(t, env).Held == 0 })
 	ledgerSumIsZero(t, env)
 }
+
+// A provider's gold share is kept for gold: with one of two slots kept, a second silver
+// request waits (here until its deadline) while a gold one is served at once.
+func TestQueue_GoldShare(t *testing.T) {
+	env := testenv.New(t, testenv.Options{Providers: 1, MaxConcurrent: 2, Sim: sim.Config{TokensPerSecond: 20},
+		Queue: queue.Config{Timeout: 300 * time.Millisecond},
+		Agent: func(_ int, c *agent.Config) { c.GoldShare = 0.5 }})
+	client := env.Client()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go streamText(ctx, client, chatParams("a slow silver answer", 1))
+	env.WaitFor("the silver slot to be taken", func() bool { _, agents := env.Running(); return agents == 1 })
+	_, err := client.Chat.Completions.New(context.Background(), chatParams("another silver", 2))
+	if e, ok := errors.AsType[*openai.Error](err); !ok || e.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("a second silver request took the gold slot: %v", err)
+	}
+	gold := chatParams("gold", 3)
+	gold.ServiceTier, gold.MaxTokens = openai.ChatCompletionNewParamsServiceTierPriority, openai.Int(2)
+	if _, err := client.Chat.Completions.New(context.Background(), gold); err != nil {
+		t.Errorf("gold did not get the slot kept for it: %v", apiMessage(err))
+	}
+}
