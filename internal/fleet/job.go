@@ -243,6 +243,11 @@ func (j *Job) took(fr protocol.Frame) {
 	}
 }
 
+// PreemptGrace is how long a preempted job's node has to confirm that it stopped before the
+// coordinator ends the job itself and frees its slot: a node that ignores the cancel keeps no
+// slot from the gold request.
+const PreemptGrace = 2 * time.Second
+
 // Preempt asks the node to stop the job to free its slot for a gold request; its end then
 // reads as preempted (Preempted), not as the node's failure. It reports whether the job was
 // still running and not preempted already.
@@ -254,6 +259,17 @@ func (j *Job) Preempt() bool {
 		return false
 	}
 	j.sess.send(protocol.Frame{Type: protocol.TypeCancel, Job: j.ID})
+	time.AfterFunc(PreemptGrace, func() {
+		j.sess.mu.Lock()
+		if j.sess.jobs[j.ID] != j {
+			j.sess.mu.Unlock()
+			return // it ended
+		}
+		delete(j.sess.jobs, j.ID) // what the node sends of it from now on is dropped
+		j.sess.act.jobEnded(len(j.sess.jobs), j.sess.fleet.cfg.Now())
+		j.sess.mu.Unlock()
+		j.finish(protocol.Frame{Type: protocol.TypeEnd, Job: j.ID, End: &protocol.End{FinishReason: protocol.FinishCancelled, Estimated: true}})
+	})
 	return true
 }
 
