@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/shareai/shareai/internal/matcher"
-	"github.com/shareai/shareai/internal/money"
 )
 
 // candidateTTL is how old the slot counts and measurements a decision ranks by may be. Taking
@@ -29,44 +28,21 @@ const servedFor = time.Minute
 
 type candidateSnapshot struct {
 	index   *matcher.Index // shared by concurrent decisions: read-only
-	dearest dearest
 	at      time.Time
 	changed <-chan struct{} // closed when a node joins or leaves
 }
 
-// dearest bounds what any of a model's candidates asks: the highest input and output asks
-// and context length, each of any candidate (0: some candidate's context is unknown).
-type dearest struct {
-	input, output money.Price
-	contextLength int
-}
-
-func dearestOf(cands []matcher.Candidate) dearest {
-	var d dearest
-	for i, c := range cands {
-		d.input, d.output = max(d.input, c.InputPrice), max(d.output, c.OutputPrice)
-		if ctx := c.Offer.ContextLength; i == 0 || d.contextLength > 0 && (ctx == 0 || ctx > d.contextLength) {
-			d.contextLength = ctx
-		}
-	}
-	return d
-}
-
-// index returns the index of a model's candidates.
-func (g *Gateway) index(model string) *matcher.Index { return g.snapshot(model).index }
-
-// snapshot returns a model's candidates, as recent as candidateTTL.
-func (g *Gateway) snapshot(model string) candidateSnapshot {
+// index returns the index of a model's candidates, as recent as candidateTTL.
+func (g *Gateway) index(model string) *matcher.Index {
 	now := g.cfg.Now()
 	g.cands.mu.Lock()
 	s, ok := g.cands.m[model]
 	g.cands.mu.Unlock()
 	if ok && now.Sub(s.at) < candidateTTL && !closed(s.changed) {
-		return s
+		return s.index
 	}
 	changed := g.cfg.Fleet.Changed() // before the snapshot: a change after it invalidates it
-	cands := matcher.FromOffers(g.cfg.Fleet.Offers(model))
-	s = candidateSnapshot{index: matcher.NewIndex(cands), dearest: dearestOf(cands), at: now, changed: changed}
+	s = candidateSnapshot{index: matcher.NewIndex(matcher.FromOffers(g.cfg.Fleet.Offers(model))), at: now, changed: changed}
 	g.cands.mu.Lock()
 	if g.cands.m == nil {
 		g.cands.m = make(map[string]candidateSnapshot)
@@ -78,7 +54,7 @@ func (g *Gateway) snapshot(model string) candidateSnapshot {
 		g.cands.servedNow(model, now)
 	}
 	g.cands.mu.Unlock()
-	return s
+	return s.index
 }
 
 // servedNow records that a node serves model (c.mu held), forgetting the models none has

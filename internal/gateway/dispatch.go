@@ -144,7 +144,7 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 // not tried again. When every node that fits is busy, it waits in the queue of the first model
 // whose nodes are. An answer already started is continued by its own model or not at all.
 func (g *Gateway) pick(ctx context.Context, c *call, req *protocol.Request, t *try) (matcher.Candidate, string, error) {
-	s := g.scan(ctx, req, t)
+	s := g.scan(ctx, c, req, t)
 	if s.err == nil {
 		return s.cand, s.model, nil
 	}
@@ -183,7 +183,7 @@ type scanned struct {
 
 // scan tries the request's models in order for a node with a free slot; the models before the
 // one that has it are not tried again.
-func (g *Gateway) scan(ctx context.Context, req *protocol.Request, t *try) scanned {
+func (g *Gateway) scan(ctx context.Context, c *call, req *protocol.Request, t *try) scanned {
 	s := scanned{waitOn: -1}
 	for i, name := range t.models {
 		model, sort := g.resolveModel(name)
@@ -191,6 +191,9 @@ func (g *Gateway) scan(ctx context.Context, req *protocol.Request, t *try) scann
 		mreq := g.matchRequest(t, model, sort)
 		mspan := g.startMatch(ctx, model, ix.Len())
 		cand, err := g.match(mreq, ix, req, t)
+		if err != nil && t.held > 0 {
+			cand, err = g.matchDearer(ctx, c, mreq, ix, req, t, err)
+		}
 		endMatch(mspan, cand, err)
 		if err == nil {
 			t.models = t.models[i:]
@@ -258,31 +261,16 @@ func (g *Gateway) match(mreq matcher.Request, ix *matcher.Index, req *protocol.R
 	return matcher.Match(mreq, ix.Candidates()).Pick()
 }
 
-// hold reserves the most the request may cost: on the dearest node it may go to (within its
-// price caps), so that a retry before the first token may take any node that fits the buyer's
-// caps, not only those as cheap as the first choice. When the buyer's balance or spend caps do
-// not allow that much, it holds the cost on the node picked: retries then take nodes as cheap.
+// hold reserves the most the request may cost on the node picked.
 func (g *Gateway) hold(ctx context.Context, c *call, req *protocol.Request, t *try, offer *fleet.Offer) error {
 	t.bounds.CompletionTokens = g.cfg.Ledger.CompletionBound(req.MaxTokens, offer.ContextLength)
-	amounts := []money.Nanos{g.maxCost(offer, req, t)}
-	if dear := g.dearestCost(offer.Model, req, t); dear > amounts[0] {
-		amounts = []money.Nanos{dear, amounts[0]}
-	}
-	var err error
-	for _, amount := range amounts {
-		// A hold once queued commits whether or not the request is still there: wait for
-		// it, and void it when the request ended meanwhile, so that none is left open.
-		if err = g.cfg.Ledger.Hold(context.WithoutCancel(ctx), c.id, c.key, amount); err == nil {
-			t.held = max(amount, 1)
-			break
-		}
-		if _, ok := errors.AsType[*store.LimitError](err); !ok {
-			break
-		}
-	}
-	if err != nil {
+	amount := g.maxCost(offer, req, t)
+	// A hold once queued commits whether or not the request is still there: wait for it, and
+	// void it when the request ended meanwhile, so that none is left open.
+	if err := g.cfg.Ledger.Hold(context.WithoutCancel(ctx), c.id, c.key, amount); err != nil {
 		return holdError(err)
 	}
+	t.held = max(amount, 1)
 	if ctx.Err() != nil {
 		g.voidHold(ctx, c, req, "the request ended before a node took it")
 		if aborted(ctx) {
@@ -291,26 +279,37 @@ func (g *Gateway) hold(ctx context.Context, c *call, req *protocol.Request, t *t
 		return errBuyerGone
 	}
 	if g.tracing {
-		c.span.AddEvent("hold", trace.WithAttributes(tracing.HoldNanos.Int64(int64(t.held))))
+		c.span.AddEvent("hold", trace.WithAttributes(tracing.HoldNanos.Int64(int64(amount))))
 	}
 	return nil
 }
 
-// dearestCost bounds what the request may cost on any node serving model within its price
-// caps: each of the dearest asks (at its tier), capped by max_price, and the longest context.
-func (g *Gateway) dearestCost(model string, req *protocol.Request, t *try) money.Nanos {
-	d := g.snapshot(model).dearest
-	m := g.cfg.TierPrices
-	ask := ledger.Ask{Input: m.Price(d.input, t.tier), Output: m.Price(d.output, t.tier)}
-	if p := t.prefs.MaxPrice.Prompt; p != nil {
-		ask.Input = min(ask.Input, *p) // no node asking more is eligible
+// matchDearer is a later attempt's match when no node costs within the hold (err): it takes a
+// slot on the best node whatever its cost, and raises the hold to that node's cost, within the
+// buyer's balance and spend caps, as a card's incremental authorization does. So a retry is
+// never refused only because the first choice was the cheapest. When the raise is refused, the
+// slot is freed and err stands.
+func (g *Gateway) matchDearer(ctx context.Context, c *call, mreq matcher.Request, ix *matcher.Index, req *protocol.Request, t *try, err error) (matcher.Candidate, error) {
+	cand, derr := matcher.Match(mreq, ix.Candidates()).Pick()
+	if derr != nil || cand.Offer == nil {
+		return matcher.Candidate{}, err
 	}
-	if p := t.prefs.MaxPrice.Completion; p != nil {
-		ask.Output = min(ask.Output, *p)
+	cost := g.maxCost(cand.Offer, req, t)
+	if cost <= t.held {
+		return cand, nil // a node freed since
 	}
-	b := t.bounds
-	b.CompletionTokens = g.cfg.Ledger.CompletionBound(req.MaxTokens, d.contextLength)
-	return g.cfg.Ledger.MaxCost(ask, b)
+	if rerr := g.cfg.Ledger.Raise(context.WithoutCancel(ctx), c.id, cost); rerr != nil {
+		cand.Offer.Release()
+		if _, ok := errors.AsType[*store.LimitError](rerr); !ok {
+			g.log.Error("raise hold", logRequestID, c.id, "err", rerr)
+		}
+		return matcher.Candidate{}, err
+	}
+	t.held = cost
+	if g.tracing {
+		c.span.AddEvent("hold raised", trace.WithAttributes(tracing.HoldNanos.Int64(int64(cost))))
+	}
+	return cand, nil
 }
 
 // voidHold closes the request's hold without charge, recording why in its usage.

@@ -221,8 +221,8 @@ func TestQueue_Waits(t *testing.T) {
 	}
 }
 
-// A retry before the first token reaches an idle node dearer than the first choice: the hold
-// covers the dearest node within the buyer's caps, not only the cheapest.
+// A retry before the first token reaches an idle node dearer than the first choice: its hold
+// is raised to that node's cost, within the buyer's balance and caps.
 func TestQueue_RetryReachesDearerNode(t *testing.T) {
 	var failed atomic.Int64
 	env := testenv.New(t, testenv.Options{Providers: 2,

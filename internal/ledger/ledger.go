@@ -167,6 +167,12 @@ func (l *Ledger) Hold(ctx context.Context, requestID string, key *store.Key, amo
 	})
 }
 
+// Raise raises a request's hold to amount, for a retry on a dearer node; it returns a
+// *store.LimitError when the balance or a spend cap does not allow it.
+func (l *Ledger) Raise(ctx context.Context, requestID string, amount money.Nanos) error {
+	return l.cfg.Store.RaiseHold(ctx, requestID, amount)
+}
+
 // Work is what one node did for a request, as the node claims it.
 type Work struct {
 	NodeID     string

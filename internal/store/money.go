@@ -154,6 +154,10 @@ type Ledger interface {
 	// PlaceHolds places holds in one transaction, each as PlaceHold would after the ones
 	// before it: errs[i] is hold i's error.
 	PlaceHolds(ctx context.Context, hs []*Hold) (errs []error)
+	// RaiseHold raises an open hold to amount, within the balance and the caps of the windows
+	// it counts in, in one atomic step; a hold already as large is left alone. It returns a
+	// *LimitError when it cannot, ErrClosed for a closed hold, ErrNotFound for none.
+	RaiseHold(ctx context.Context, requestID string, amount money.Nanos) error
 	// Settle closes holds in one transaction. A settlement refused for a reason of its own
 	// writes nothing: errs[i] is settlement i's error, ErrClosed when its hold was already
 	// closed. A database error fails them all.

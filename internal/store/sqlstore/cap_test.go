@@ -362,3 +362,51 @@ func TestCheckpointHolds_WithSettlements(t *testing.T) {
 		}
 	})
 }
+
+// A hold raised for a retry on a dearer node counts in the balance and in the windows of the
+// caps it counts in, within what they leave; a raise refused changes nothing; the raised hold
+// settles as any other.
+func TestRaiseHold(t *testing.T) {
+	sqlstore.ForEachDB(t, func(t *testing.T, db *sqlstore.DB) {
+		ctx := context.Background()
+		f := newCapFixture(t, db)
+		scope := store.KeyScope(f.key.ID)
+		f.setCap(t, scope, store.Daily, cents(100))
+		if err := f.hold(f.key, "a", cents(30), f.now); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.RaiseHold(ctx, "a", cents(60)); err != nil {
+			t.Fatalf("raise within the cap: %v", err)
+		}
+		f.checkSpend(t, scope, store.Daily, f.now, 0, cents(60))
+		if err := f.hold(f.key, "b", cents(30), f.now); err != nil {
+			t.Fatal(err)
+		}
+		err := db.RaiseHold(ctx, "a", cents(80))
+		if le, ok := errors.AsType[*store.LimitError](err); !ok || le.Cap == nil || le.Available != cents(10) || le.Need != cents(20) {
+			t.Errorf("raise past the cap: %v; want a LimitError of the cap, 10¢ left for 20¢", err)
+		}
+		f.checkSpend(t, scope, store.Daily, f.now, 0, cents(90))
+		if err := db.RaiseHold(ctx, "a", cents(50)); err != nil {
+			t.Errorf("a raise below the hold: %v; want nothing done", err)
+		}
+		err = db.RaiseHold(ctx, "b", 2000*money.USD)
+		if le, ok := errors.AsType[*store.LimitError](err); !ok || le.Cap != nil {
+			t.Errorf("raise past the balance: %v; want a LimitError of the balance", err)
+		}
+		b, err := db.Balance(ctx, f.key.AccountID)
+		if err != nil || b.Held != cents(90) {
+			t.Errorf("held %v, %v; want 90¢", b, err)
+		}
+		f.settle(t, "a", cents(55), f.now)
+		f.settle(t, "b", cents(20), f.now)
+		f.checkSpend(t, scope, store.Daily, f.now, cents(75), 0)
+		f.checkSum(t)
+		if err := db.RaiseHold(ctx, "a", cents(70)); !errors.Is(err, store.ErrClosed) {
+			t.Errorf("raise of a settled hold: %v; want ErrClosed", err)
+		}
+		if err := db.RaiseHold(ctx, "none", cents(1)); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("raise of no hold: %v; want ErrNotFound", err)
+		}
+	})
+}

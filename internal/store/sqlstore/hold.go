@@ -394,3 +394,75 @@ func mergeKeys(a, b map[string]money.Nanos) map[string]bool {
 	}
 	return m
 }
+
+// RaiseHold raises an open hold to amount, within the buyer's balance and the spend caps of the
+// windows the hold counts in, in one transaction: as a card's incremental authorization, for a
+// request whose retry goes to a dearer node. A hold already as large is left alone.
+func (db *DB) RaiseHold(ctx context.Context, requestID string, amount money.Nanos) error {
+	err := db.writeRetrying(ctx, func(tx *sql.Tx) error {
+		var accountID, windows, status string
+		var was int64
+		err := db.txQueryRow(ctx, tx, `SELECT account_id, amount, windows, status FROM holds WHERE request_id = ?`+db.forUpdate(), requestID).
+			Scan(&accountID, &was, &windows, &status)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return store.ErrNotFound
+		case err != nil:
+			return err
+		case status != "open":
+			return store.ErrClosed
+		}
+		delta := amount - money.Nanos(was)
+		if delta <= 0 {
+			return nil
+		}
+		buyer := buyerAccount(accountID)
+		var balance, held int64
+		if err := db.txQueryRow(ctx, tx, `SELECT balance, held FROM ledger_accounts WHERE id = ?`+db.forUpdate(), buyer).Scan(&balance, &held); err != nil {
+			return err
+		}
+		if avail := money.Nanos(balance - held); avail < delta {
+			return &store.LimitError{Available: max(avail, 0), Need: delta}
+		}
+		ws, err := parseWindows(windows)
+		if err != nil {
+			return err
+		}
+		spend := map[window]*funds{}
+		for _, w := range ws {
+			var limit int64
+			err := db.txQueryRow(ctx, tx, `SELECT limit_nanos FROM spend_caps WHERE scope = ? AND period = ?`, w.scope, w.period).Scan(&limit)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue // the cap was removed: the window still counts the hold, unbounded
+			}
+			if err != nil {
+				return err
+			}
+			f, err := db.windowFunds(ctx, tx, spend, w)
+			if err != nil {
+				return err
+			}
+			if left := money.Nanos(limit) - f.balance - f.held; left < delta {
+				c := store.Cap{Scope: w.scope, Period: w.period, Limit: money.Nanos(limit)}
+				return &store.LimitError{Cap: &c, Available: max(left, 0), Need: delta, ResetsAt: store.WindowEnd(w.period, fromMillis(w.start))}
+			}
+		}
+		if _, err := db.txExec(ctx, tx, `UPDATE holds SET amount = ? WHERE request_id = ?`, int64(amount), requestID); err != nil {
+			return err
+		}
+		if _, err := db.txExec(ctx, tx, `UPDATE ledger_accounts SET held = held + ? WHERE id = ?`, int64(delta), buyer); err != nil {
+			return err
+		}
+		for _, w := range ws {
+			if _, err := db.txExec(ctx, tx, `UPDATE spend_windows SET held = held + ? WHERE scope = ? AND period = ? AND window_start = ?`,
+				int64(delta), w.scope, w.period, w.start); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("raise hold %s: %w", requestID, err)
+	}
+	return nil
+}
