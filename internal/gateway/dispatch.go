@@ -159,7 +159,7 @@ func (g *Gateway) pick(ctx context.Context, c *call, req *protocol.Request, t *t
 	}
 	t.models = t.models[s.waitOn:]
 	model, _ := g.resolveModel(t.models[0])
-	cand, err := g.wait(ctx, c, t, model, s.waitReq, req, func() (matcher.Candidate, error) { return g.match(s.waitReq, g.index(model), req, t) })
+	cand, err := g.wait(ctx, c, t, model, s.waitReq, req, func() (matcher.Candidate, error) { return g.take(ctx, c, s.waitReq, g.index(model), req, t) })
 	if _, ok := errors.AsType[*matcher.NoProvider](err); ok {
 		// The nodes changed while it waited: none that fits is busy any more.
 		if t.jobs == 0 {
@@ -190,10 +190,7 @@ func (g *Gateway) scan(ctx context.Context, c *call, req *protocol.Request, t *t
 		ix := g.index(model)
 		mreq := g.matchRequest(t, model, sort)
 		mspan := g.startMatch(ctx, model, ix.Len())
-		cand, err := g.match(mreq, ix, req, t)
-		if err != nil && t.held > 0 {
-			cand, err = g.matchDearer(ctx, c, mreq, ix, req, t, err)
-		}
+		cand, err := g.take(ctx, c, mreq, ix, req, t)
 		endMatch(mspan, cand, err)
 		if err == nil {
 			t.models = t.models[i:]
@@ -284,14 +281,28 @@ func (g *Gateway) hold(ctx context.Context, c *call, req *protocol.Request, t *t
 	return nil
 }
 
+// take takes a slot on the best node for mreq among ix's whose cost fits the request's hold
+// (match), or else, once a hold is placed, on the best whatever its cost (matchDearer).
+func (g *Gateway) take(ctx context.Context, c *call, mreq matcher.Request, ix *matcher.Index, req *protocol.Request, t *try) (matcher.Candidate, error) {
+	cand, err := g.match(mreq, ix, req, t)
+	if err != nil && t.held > 0 {
+		return g.matchDearer(ctx, c, mreq, ix, req, t, err)
+	}
+	return cand, err
+}
+
 // matchDearer is a later attempt's match when no node costs within the hold (err): it takes a
 // slot on the best node whatever its cost, and raises the hold to that node's cost, within the
 // buyer's balance and spend caps, as a card's incremental authorization does. So a retry is
-// never refused only because the first choice was the cheapest. When the raise is refused, the
-// slot is freed and err stands.
+// never refused only because the first choice was the cheapest. When no node has a free slot,
+// the error counts the dearer ones too (they may free up); when the raise is refused, the slot
+// is freed and err stands.
 func (g *Gateway) matchDearer(ctx context.Context, c *call, mreq matcher.Request, ix *matcher.Index, req *protocol.Request, t *try, err error) (matcher.Candidate, error) {
 	cand, derr := matcher.Match(mreq, ix.Candidates()).Pick()
-	if derr != nil || cand.Offer == nil {
+	if derr != nil {
+		return matcher.Candidate{}, derr
+	}
+	if cand.Offer == nil {
 		return matcher.Candidate{}, err
 	}
 	cost := g.maxCost(cand.Offer, req, t)
