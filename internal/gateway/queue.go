@@ -159,14 +159,15 @@ func (b *bronzeJobs) running(j *fleet.Job) (done func()) {
 }
 
 // preempt stops the newest bronze job of model on a node whose freed slot the waiting gold
-// request would take, and returns it; nil when there is none.
+// request would take, and returns it; nil when there is none. Only jobs of nodes that continue
+// answers are preempted: the bronze answer must be able to go on where it stopped.
 func (g *Gateway) preempt(model string, tk *queue.Ticket[*fleet.Offer]) *fleet.Job {
 	g.bronze.mu.Lock()
 	defer g.bronze.mu.Unlock()
 	js := g.bronze.m[model]
 	for i := len(js) - 1; i >= 0; i-- {
 		j := js[i]
-		if !j.Preempted() && tk.Fits(j.Offer) && j.Preempt() {
+		if j.Offer.Continues && !j.Preempted() && tk.Fits(j.Offer) && j.Preempt() {
 			g.cfg.Metrics.Preempted()
 			g.log.Info("preempted a bronze job for a gold request", logNode, j.Offer.Node.ID, "job", j.ID)
 			return j
