@@ -455,3 +455,45 @@ func TestQueue_GoldShare(t *testing.T) {
 		t.Errorf("gold did not get the slot kept for it: %v", apiMessage(err))
 	}
 }
+
+// A retry's raise is refused past the key's spend cap: the request fails as before, charged
+// nothing, and the dearer node gets no job.
+func TestQueue_RetryRaiseWithinCaps(t *testing.T) {
+	var failed atomic.Int64
+	env := testenv.New(t, testenv.Options{Providers: 2,
+		NewEngine: func(i int) (engine.Engine, error) {
+			if i == 0 {
+				return broken{sim.New(sim.Config{}), &failed}, nil
+			}
+			return sim.New(sim.Config{}), nil
+		},
+		Agent: func(i int, c *agent.Config) {
+			if i == 1 { // a thousand times dearer: its hold does not fit the cap
+				c.InputPrice, c.OutputPrice = 1000*c.InputPrice, 1000*c.OutputPrice
+			}
+		}})
+	ctx := context.Background()
+	k, err := env.Store.KeyByHash(ctx, store.HashSecret(env.APIKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Store.SetCap(ctx, store.Cap{Scope: store.KeyScope(k.ID), Period: store.Daily, Limit: money.USD / 1000}); err != nil {
+		t.Fatal(err)
+	}
+	before := balance(t, env)
+	params := chatParams("cheap first", 1)
+	params.MaxTokens = openai.Int(50)
+	client := env.Client()
+	_, err = client.Chat.Completions.New(ctx, params)
+	if e, ok := errors.AsType[*openai.Error](err); !ok || e.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a retry past the cap: %v; want 503", err)
+	}
+	env.WaitFor("the request to be closed", func() bool { return balance(t, env).Held == 0 })
+	if after := balance(t, env); after.Spent != before.Spent {
+		t.Errorf("spent %s → %s for a request no node answered", before.Spent, after.Spent)
+	}
+	if _, agents := env.Running(); agents != 0 || failed.Load() != 1 {
+		t.Errorf("the cheap node got %d jobs; want 1", failed.Load())
+	}
+	ledgerSumIsZero(t, env)
+}
