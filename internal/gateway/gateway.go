@@ -23,6 +23,7 @@ import (
 	"github.com/shareai/shareai/internal/api"
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/ledger"
+	"github.com/shareai/shareai/internal/matcher"
 	"github.com/shareai/shareai/internal/meter"
 	"github.com/shareai/shareai/internal/metrics"
 	"github.com/shareai/shareai/internal/protocol"
@@ -95,7 +96,7 @@ type Gateway struct {
 	cands    candidates
 	notary   *notary
 	limits   limiter
-	queue    *queue.Queue[*fleet.Offer]
+	queue    *queue.Queue[*fleet.Offer, *matcher.Candidate]
 	bronze   bronzeJobs // what gold may preempt
 	meter    *meter.Meter
 	tracer   trace.Tracer
@@ -147,7 +148,7 @@ func New(cfg Config) *Gateway {
 	g.stopping, g.stopAll = context.WithCancelCause(context.Background())
 	g.affinity.now = cfg.Now
 	g.limits = limiter{defaults: cfg.Limits, now: cfg.Now}
-	g.queue = queue.New[*fleet.Offer](cfg.Queue)
+	g.queue = queue.New[*fleet.Offer, *matcher.Candidate](cfg.Queue)
 	if cfg.Fleet != nil {
 		cfg.Fleet.SetHandoff(g.handoff)
 	}

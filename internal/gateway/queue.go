@@ -30,9 +30,22 @@ import (
 const recheckEvery = time.Second
 
 // handoff offers a slot about to be freed to the queue (fleet.SetHandoff), unless its node
-// is gone: the slots of a node whose connection ended free as its jobs fail.
+// is gone: the slots of a node whose connection ended free as its jobs fail. The waiters judge
+// it by its candidate, read once.
 func (g *Gateway) handoff(o *fleet.Offer) bool {
-	return !g.queue.Empty() && !o.Node.Gone() && g.queue.Hand(o.Model, o)
+	if g.queue.Empty() || o.Node.Gone() {
+		return false
+	}
+	c := freed(o)
+	return g.queue.Hand(o.Model, o, &c)
+}
+
+// freed is the candidate of an offer one of whose slots is being freed, as a waiter would see
+// it once the slot is free.
+func freed(o *fleet.Offer) matcher.Candidate {
+	c := matcher.FromOffer(o)
+	c.Running--
+	return c
 }
 
 // waitable says whether waiting may get the request a node of model: some node that fits it
@@ -49,14 +62,12 @@ func (g *Gateway) waitable(model string, err error) bool {
 	return np.Reasons[matcher.ReasonBusy]+np.Reasons[matcher.ReasonPaused]+np.Reasons[matcher.ReasonUnverified] > 0
 }
 
-// fits returns whether a slot of an offer, about to be freed, may go to a request: the request
-// would pick the node were the slot free, and the node's cost fits the request's hold.
-func (g *Gateway) fits(mreq matcher.Request, req *protocol.Request, t *try) func(*fleet.Offer) bool {
+// fits returns whether a slot about to be freed, by its candidate (freed), may go to a request:
+// the request would pick the node were the slot free, and the node's cost fits its hold.
+func (g *Gateway) fits(mreq matcher.Request, req *protocol.Request, t *try) func(*matcher.Candidate) bool {
 	fit := matcher.NewFit(mreq)
-	return func(o *fleet.Offer) bool {
-		c := matcher.FromOffer(o)
-		c.Running-- // the slot being freed
-		return fit.Admits(&c) && (t.held == 0 || g.maxCost(o, req, t) <= t.held)
+	return func(c *matcher.Candidate) bool {
+		return fit.Admits(c) && (t.held == 0 || g.maxCost(c.Offer, req, t) <= t.held)
 	}
 }
 
@@ -161,13 +172,16 @@ func (b *bronzeJobs) running(j *fleet.Job) (done func()) {
 // preempt stops the newest bronze job of model on a node whose freed slot the waiting gold
 // request would take, and returns it; nil when there is none. Only jobs of nodes that continue
 // answers are preempted: the bronze answer must be able to go on where it stopped.
-func (g *Gateway) preempt(model string, tk *queue.Ticket[*fleet.Offer]) *fleet.Job {
+func (g *Gateway) preempt(model string, tk *queue.Ticket[*fleet.Offer, *matcher.Candidate]) *fleet.Job {
 	g.bronze.mu.Lock()
 	defer g.bronze.mu.Unlock()
 	js := g.bronze.m[model]
 	for i := len(js) - 1; i >= 0; i-- {
 		j := js[i]
-		if j.Offer.Continues && !j.Preempted() && tk.Fits(j.Offer) && j.Preempt() {
+		if !j.Offer.Continues || j.Preempted() {
+			continue
+		}
+		if c := freed(j.Offer); tk.Fits(&c) && j.Preempt() {
 			g.cfg.Metrics.Preempted()
 			g.log.Info("preempted a bronze job for a gold request", logNode, j.Offer.Node.ID, "job", j.ID)
 			return j

@@ -4,8 +4,9 @@
 // to be freed is handed to the first waiter in line that it fits, so a request that waits
 // longer, or of a higher tier, is never overtaken by a later one the same slot fits.
 //
-// The queue knows nothing of nodes: a slot is any comparable value, and a waiter says which
-// slots fit it.
+// The queue knows nothing of nodes: a slot is any comparable value S, and a waiter says which
+// slots fit it by a probe P of the slot, which the caller of Hand prepares once for all the
+// waiters it asks.
 package queue
 
 import (
@@ -37,43 +38,43 @@ func (e *Full) Error() string {
 var ErrClosed = errors.New("queue closed")
 
 // Queue holds the waiting requests of every model.
-type Queue[S comparable] struct {
+type Queue[S comparable, P any] struct {
 	cfg Config
 
 	mu     sync.Mutex
-	lines  map[string][]*Ticket[S] // model → waiters, first served first
-	keys   map[string]int          // API key → its waiters
+	lines  map[string][]*Ticket[S, P] // model → waiters, first served first
+	keys   map[string]int             // API key → its waiters
 	seq    uint64
 	closed bool
 	n      atomic.Int64 // waiters, read without the lock by Empty
 }
 
 // New returns an empty queue.
-func New[S comparable](cfg Config) *Queue[S] {
-	return &Queue[S]{cfg: cfg.withDefaults(), lines: map[string][]*Ticket[S]{}, keys: map[string]int{}}
+func New[S comparable, P any](cfg Config) *Queue[S, P] {
+	return &Queue[S, P]{cfg: cfg.withDefaults(), lines: map[string][]*Ticket[S, P]{}, keys: map[string]int{}}
 }
 
 // Config returns the queue's configuration, with its defaults.
-func (q *Queue[S]) Config() Config { return q.cfg }
+func (q *Queue[S, P]) Config() Config { return q.cfg }
 
 // Ticket is one request's place in a model's line.
-type Ticket[S comparable] struct {
+type Ticket[S comparable, P any] struct {
 	Model, Key   string
 	Tier         tier.Tier
 	Continuation bool
 	Joined       time.Time
 
-	q      *Queue[S]
+	q      *Queue[S, P]
 	seq    uint64
-	fits   func(S) bool
+	fits   func(P) bool
 	handed chan S // the slot handed over, once
 	in     bool   // in its line (q.mu)
 }
 
-// Join puts a request in the line of model. fits says whether a slot may go to it; it is called
-// under the queue's lock, from the goroutine freeing a slot, and must be quick and take no
-// lock that a slot's release may hold. The ticket must be given up with Leave.
-func (q *Queue[S]) Join(model, key string, t tier.Tier, continuation bool, fits func(S) bool, now time.Time) (*Ticket[S], error) {
+// Join puts a request in the line of model. fits says whether a slot, by its probe, may go to
+// it; it is called under the queue's lock, from the goroutine freeing a slot, and must be quick
+// and take no lock that a slot's release may hold. The ticket must be given up with Leave.
+func (q *Queue[S, P]) Join(model, key string, t tier.Tier, continuation bool, fits func(P) bool, now time.Time) (*Ticket[S, P], error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
@@ -87,9 +88,9 @@ func (q *Queue[S]) Join(model, key string, t tier.Tier, continuation bool, fits 
 		return nil, &Full{Model: model, Key: true, Limit: q.cfg.PerKey}
 	}
 	q.seq++
-	tk := &Ticket[S]{Model: model, Key: key, Tier: t, Continuation: continuation, Joined: now,
+	tk := &Ticket[S, P]{Model: model, Key: key, Tier: t, Continuation: continuation, Joined: now,
 		q: q, seq: q.seq, fits: fits, handed: make(chan S, 1), in: true}
-	i, _ := slices.BinarySearchFunc(line, tk, func(a, b *Ticket[S]) int {
+	i, _ := slices.BinarySearchFunc(line, tk, func(a, b *Ticket[S, P]) int {
 		if a.before(b) {
 			return -1
 		}
@@ -102,7 +103,7 @@ func (q *Queue[S]) Join(model, key string, t tier.Tier, continuation bool, fits 
 }
 
 // before says whether a is served before b.
-func (a *Ticket[S]) before(b *Ticket[S]) bool {
+func (a *Ticket[S, P]) before(b *Ticket[S, P]) bool {
 	switch {
 	case a.Tier.Rank() != b.Tier.Rank():
 		return a.Tier.Rank() < b.Tier.Rank()
@@ -112,15 +113,15 @@ func (a *Ticket[S]) before(b *Ticket[S]) bool {
 	return a.seq < b.seq
 }
 
-// Hand offers a slot of model about to be freed to the waiters, first in line first, and
-// gives it to the first it fits: it returns whether one took it (the slot is then that
-// waiter's, and Ready delivers it).
-func (q *Queue[S]) Hand(model string, s S) bool {
+// Hand offers a slot of model about to be freed, probed as p, to the waiters, first in line
+// first, and gives it to the first it fits: it returns whether one took it (the slot is then
+// that waiter's, and Ready delivers it).
+func (q *Queue[S, P]) Hand(model string, s S, p P) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	line := q.lines[model]
 	for i, tk := range line {
-		if tk.fits(s) {
+		if tk.fits(p) {
 			q.remove(model, i)
 			tk.handed <- s // never blocks: a ticket is handed one slot, once
 			return true
@@ -130,7 +131,7 @@ func (q *Queue[S]) Hand(model string, s S) bool {
 }
 
 // remove takes the i-th waiter out of model's line (q.mu held).
-func (q *Queue[S]) remove(model string, i int) {
+func (q *Queue[S, P]) remove(model string, i int) {
 	line := q.lines[model]
 	tk := line[i]
 	tk.in = false
@@ -146,15 +147,15 @@ func (q *Queue[S]) remove(model string, i int) {
 	q.n.Add(-1)
 }
 
-// Fits reports whether slot s would fit the ticket.
-func (tk *Ticket[S]) Fits(s S) bool { return tk.fits(s) }
+// Fits reports whether a slot probed as p would fit the ticket.
+func (tk *Ticket[S, P]) Fits(p P) bool { return tk.fits(p) }
 
 // Ready delivers the slot handed to the ticket.
-func (tk *Ticket[S]) Ready() <-chan S { return tk.handed }
+func (tk *Ticket[S, P]) Ready() <-chan S { return tk.handed }
 
 // Leave takes the ticket out of its line. When a slot was handed to it meanwhile, it returns
 // it with true: the caller uses it or frees it.
-func (tk *Ticket[S]) Leave() (S, bool) {
+func (tk *Ticket[S, P]) Leave() (S, bool) {
 	q := tk.q
 	q.mu.Lock()
 	if tk.in {
@@ -171,7 +172,7 @@ func (tk *Ticket[S]) Leave() (S, bool) {
 }
 
 // Ahead returns how many waiters of model are before tk in line, or -1 once it left.
-func (tk *Ticket[S]) Ahead() int {
+func (tk *Ticket[S, P]) Ahead() int {
 	q := tk.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -182,7 +183,7 @@ func (tk *Ticket[S]) Ahead() int {
 }
 
 // Waiting returns how many requests wait, by tier.
-func (q *Queue[S]) Waiting() map[tier.Tier]int {
+func (q *Queue[S, P]) Waiting() map[tier.Tier]int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n := map[tier.Tier]int{}
@@ -196,17 +197,17 @@ func (q *Queue[S]) Waiting() map[tier.Tier]int {
 
 // Empty reports whether no request waits, without taking the queue's lock: the cheap test a
 // slot's release makes before Hand.
-func (q *Queue[S]) Empty() bool { return q.n.Load() == 0 }
+func (q *Queue[S, P]) Empty() bool { return q.n.Load() == 0 }
 
 // Len returns how many requests wait for model.
-func (q *Queue[S]) Len(model string) int {
+func (q *Queue[S, P]) Len(model string) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.lines[model])
 }
 
 // Close refuses new waiters; those waiting stay until they leave.
-func (q *Queue[S]) Close() {
+func (q *Queue[S, P]) Close() {
 	q.mu.Lock()
 	q.closed = true
 	q.mu.Unlock()

@@ -14,8 +14,8 @@ func all(int) bool { return true }
 
 // A freed slot goes to gold first, then to a continuation of its tier, then by arrival.
 func TestQueue_Order(t *testing.T) {
-	q := New[int](Config{})
-	join := func(tr tier.Tier, cont bool) *Ticket[int] {
+	q := New[int, int](Config{})
+	join := func(tr tier.Tier, cont bool) *Ticket[int, int] {
 		tk, err := q.Join("m", "k", tr, cont, all, now)
 		if err != nil {
 			t.Fatal(err)
@@ -27,9 +27,9 @@ func TestQueue_Order(t *testing.T) {
 	silver2 := join(tier.Silver, false)
 	silverCont := join(tier.Silver, true)
 	gold := join(tier.Gold, false)
-	want := []*Ticket[int]{gold, silverCont, silver1, silver2, bronze}
+	want := []*Ticket[int, int]{gold, silverCont, silver1, silver2, bronze}
 	for i, tk := range want {
-		if !q.Hand("m", i) {
+		if !q.Hand("m", i, i) {
 			t.Fatalf("slot %d not taken", i)
 		}
 		select {
@@ -41,7 +41,7 @@ func TestQueue_Order(t *testing.T) {
 			t.Fatalf("waiter %d (tier %v, continuation %v) was not served %d-th", i, tk.Tier, tk.Continuation, i)
 		}
 	}
-	if q.Hand("m", 9) {
+	if q.Hand("m", 9, 9) {
 		t.Error("an empty line took a slot")
 	}
 	if q.Len("m") != 0 || len(q.keys) != 0 {
@@ -51,10 +51,10 @@ func TestQueue_Order(t *testing.T) {
 
 // A slot goes to the first waiter it fits, not merely the first.
 func TestQueue_HandFits(t *testing.T) {
-	q := New[int](Config{})
+	q := New[int, int](Config{})
 	even, _ := q.Join("m", "k", tier.Gold, false, func(s int) bool { return s%2 == 0 }, now)
 	anyTk, _ := q.Join("m", "k", tier.Silver, false, all, now)
-	if !q.Hand("m", 1) {
+	if !q.Hand("m", 1, 1) {
 		t.Fatal("odd slot not taken")
 	}
 	if s, ok := anyTk.Leave(); !ok || s != 1 {
@@ -63,13 +63,13 @@ func TestQueue_HandFits(t *testing.T) {
 	if _, ok := even.Leave(); ok {
 		t.Error("the gold waiter that wants even slots got one")
 	}
-	if q.Hand("m", 2) {
+	if q.Hand("m", 2, 2) {
 		t.Error("a waiter that left took a slot")
 	}
 }
 
 func TestQueue_Bounds(t *testing.T) {
-	q := New[int](Config{Length: 3, PerKey: 2})
+	q := New[int, int](Config{Length: 3, PerKey: 2})
 	q.Join("m", "a", tier.Silver, false, all, now)
 	q.Join("m", "a", tier.Silver, false, all, now)
 	_, err := q.Join("other", "a", tier.Silver, false, all, now)
@@ -90,12 +90,12 @@ func TestQueue_Bounds(t *testing.T) {
 
 // Leave after a hand returns the slot, so that it is used or freed, never lost.
 func TestQueue_LeaveAfterHand(t *testing.T) {
-	q := New[int](Config{})
+	q := New[int, int](Config{})
 	tk, _ := q.Join("m", "k", tier.Silver, false, all, now)
 	if tk.Ahead() != 0 {
 		t.Errorf("ahead %d", tk.Ahead())
 	}
-	q.Hand("m", 7)
+	q.Hand("m", 7, 7)
 	if tk.Ahead() != -1 {
 		t.Error("a served ticket is still in line")
 	}
