@@ -118,8 +118,11 @@ type Model struct {
 	ContextLength int `json:"context_length"`
 	// Simulated is true when every node serving the model is a simulated GPU.
 	Simulated bool `json:"simulated,omitempty"`
-	// Pricing is the range of the nodes' asks, USD per million tokens (before the platform fee).
-	Pricing *PriceRange `json:"pricing,omitempty"`
+	// Pricing is the range of the nodes' prices at the default tier, USD per million tokens
+	// (before the platform fee); ServiceTiers the range at each tier, by OpenAI's
+	// service_tier names (priority, default, flex).
+	Pricing      *PriceRange           `json:"pricing,omitempty"`
+	ServiceTiers map[string]PriceRange `json:"service_tiers,omitempty"`
 	// Regions where nodes serve the model; "" for nodes that did not say.
 	Regions []string `json:"regions,omitempty"`
 	// LatencyMS and Throughput are medians over the nodes measured so far: time to first
@@ -152,6 +155,15 @@ type Endpoint struct {
 	Reliability   float64  `json:"reliability"`    // 0..1: what min_reliability compares (the reputation score, or before one the moving average of answers completed)
 	Warm          bool     `json:"warm"`
 	Simulated     bool     `json:"simulated,omitempty"`
+	// ServiceTiers are the prices at each tier, by OpenAI's service_tier names; Prompt and
+	// Completion are the default tier's.
+	ServiceTiers map[string]TierPrice `json:"service_tiers,omitempty"`
+}
+
+// TierPrice is an offer's price at one service tier, USD per million tokens.
+type TierPrice struct {
+	Prompt     USD `json:"prompt_price"`
+	Completion USD `json:"completion_price"`
 }
 
 // EndpointList is the body of GET /v1/models/{id}/endpoints.

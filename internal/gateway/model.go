@@ -17,15 +17,15 @@ import (
 )
 
 // modelOf is a model as /v1/models shows it, priced at the tiers' multipliers (tierprice.go).
-func modelOf(mi fleet.ModelInfo, prices tier.Multipliers) tieredModel {
+func modelOf(mi fleet.ModelInfo, prices tier.Multipliers) api.Model {
 	pricing := priceRangeAt(prices, mi, tier.Silver)
 	m := api.Model{
 		ID: mi.ID, Object: "model", Created: mi.Since.Unix(), OwnedBy: "shareai",
 		Nodes: mi.Nodes, ContextLength: mi.ContextLength, Simulated: mi.Simulated, Regions: mi.Regions,
-		Pricing:   &pricing,
+		Pricing: &pricing, ServiceTiers: priceRanges(prices, mi),
 		LatencyMS: millis(mi.TTFT), Throughput: positive(mi.TokensPerSecond),
 	}
-	return tieredModel{Model: m, ServiceTiers: priceRanges(prices, mi)}
+	return m
 }
 
 // millis is a duration in milliseconds, or nil when unmeasured.
@@ -45,7 +45,7 @@ func positive(f float64) *float64 {
 }
 
 func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request, c *call) error {
-	list := tieredModelList{Object: "list", Data: []tieredModel{}}
+	list := api.ModelList{Object: "list", Data: []api.Model{}}
 	for _, mi := range g.cfg.Fleet.Models() {
 		if mayUse(c.key, mi.ID) {
 			list.Data = append(list.Data, modelOf(mi, g.cfg.TierPrices))
@@ -88,22 +88,22 @@ func writeJSON(w http.ResponseWriter, v any) error {
 }
 
 // endpointsOf lists a model's offers, priced at the tiers' multipliers (tierprice.go).
-func endpointsOf(model string, offers []*fleet.Offer, prices tier.Multipliers, now time.Time) tieredEndpointList {
-	var list tieredEndpointList
+func endpointsOf(model string, offers []*fleet.Offer, prices tier.Multipliers, now time.Time) api.EndpointList {
+	var list api.EndpointList
 	list.Data.ID = model
-	list.Data.Endpoints = make([]tieredEndpoint, 0, len(offers))
+	list.Data.Endpoints = make([]api.Endpoint, 0, len(offers))
 	for _, o := range offers {
 		st := o.Stats()
 		price := endpointPriceAt(prices, o, tier.Silver)
-		list.Data.Endpoints = append(list.Data.Endpoints, tieredEndpoint{Endpoint: api.Endpoint{
+		list.Data.Endpoints = append(list.Data.Endpoints, api.Endpoint{
 			NodeID: o.Node.ID, Region: o.Node.Region, Quantization: o.Quantization,
 			Prompt: price.Prompt, Completion: price.Completion,
 			ContextLength: o.ContextLength, MaxConcurrent: o.MaxConcurrent, Running: o.Running(),
 			UptimeSeconds: int64(now.Sub(o.Node.Connected).Seconds()),
 			LatencyMS:     millis(st.TTFT), Throughput: positive(st.TokensPerSecond), Reliability: matcher.Reliability(o.Node, st),
-			Warm: o.Warm(), Simulated: o.Node.Hardware.Simulated,
-		}, ServiceTiers: endpointPrices(prices, o)})
+			Warm: o.Warm(), Simulated: o.Node.Hardware.Simulated, ServiceTiers: endpointPrices(prices, o),
+		})
 	}
-	slices.SortFunc(list.Data.Endpoints, func(a, b tieredEndpoint) int { return cmp.Compare(a.NodeID, b.NodeID) })
+	slices.SortFunc(list.Data.Endpoints, func(a, b api.Endpoint) int { return cmp.Compare(a.NodeID, b.NodeID) })
 	return list
 }

@@ -16,39 +16,6 @@ import (
 //
 // in the same USD per million tokens, before the platform fee.
 
-// tieredModel is a model of /v1/models with its price range at each tier.
-type tieredModel struct {
-	api.Model
-	ServiceTiers map[string]api.PriceRange `json:"service_tiers"`
-}
-
-// tieredModelList is the body of GET /v1/models: api.ModelList of tieredModel.
-type tieredModelList struct {
-	Object string        `json:"object"`
-	Data   []tieredModel `json:"data"`
-}
-
-// tieredEndpoint is a node's offer of /v1/models/{id}/endpoints with its prices at each tier.
-type tieredEndpoint struct {
-	api.Endpoint
-	ServiceTiers map[string]endpointPrice `json:"service_tiers"`
-}
-
-// endpointPrice is an offer's price at one tier, named as api.Endpoint names its prices.
-type endpointPrice struct {
-	Prompt     api.USD `json:"prompt_price"`
-	Completion api.USD `json:"completion_price"`
-}
-
-// tieredEndpointList is the body of GET /v1/models/{id}/endpoints: api.EndpointList of
-// tieredEndpoint.
-type tieredEndpointList struct {
-	Data struct {
-		ID        string           `json:"id"`
-		Endpoints []tieredEndpoint `json:"endpoints"`
-	} `json:"data"`
-}
-
 // priceRangeAt is a model's range of asks priced at tier t.
 func priceRangeAt(m tier.Multipliers, mi fleet.ModelInfo, t tier.Tier) api.PriceRange {
 	at := func(ask int64) api.USD { return api.USD(m.Price(money.Price(ask), t)) }
@@ -66,14 +33,14 @@ func priceRanges(m tier.Multipliers, mi fleet.ModelInfo) map[string]api.PriceRan
 }
 
 // endpointPriceAt is an offer's price at tier t.
-func endpointPriceAt(m tier.Multipliers, o *fleet.Offer, t tier.Tier) endpointPrice {
-	return endpointPrice{Prompt: api.USD(m.Price(money.Price(o.InputPrice), t)),
+func endpointPriceAt(m tier.Multipliers, o *fleet.Offer, t tier.Tier) api.TierPrice {
+	return api.TierPrice{Prompt: api.USD(m.Price(money.Price(o.InputPrice), t)),
 		Completion: api.USD(m.Price(money.Price(o.OutputPrice), t))}
 }
 
 // endpointPrices is an offer's price at every tier, by OpenAI's names.
-func endpointPrices(m tier.Multipliers, o *fleet.Offer) map[string]endpointPrice {
-	out := make(map[string]endpointPrice, len(tier.All))
+func endpointPrices(m tier.Multipliers, o *fleet.Offer) map[string]api.TierPrice {
+	out := make(map[string]api.TierPrice, len(tier.All))
 	for _, t := range tier.All {
 		out[t.OpenAI()] = endpointPriceAt(m, o, t)
 	}
