@@ -51,7 +51,7 @@ func TestDependencies(t *testing.T) {
 		{"internal/engine/sim", false, []string{"internal/store", "internal/agent", "internal/gateway", "internal/fleet"}},
 		{"internal/engine/openaicompat", false, []string{"internal/store", "internal/agent", "internal/gateway", "internal/fleet"}},
 		{"internal/matcher", true, []string{"internal/store", "internal/gateway", "internal/relay"}},
-		{"internal/relay", true, []string{"internal/store", "internal/gateway"}},
+		{"internal/relay", false, []string{"internal/store", "internal/gateway", "internal/fleet"}}, // a job is relay.Frames
 		{"internal/protocol", false, []string{"internal/"}},
 		{"internal/tracing", false, []string{"internal/"}},
 		{"internal/metrics", false, []string{"internal/store", "internal/gateway", "internal/fleet", "internal/agent"}},

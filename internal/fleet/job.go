@@ -18,9 +18,6 @@ import (
 // ErrOverflow ends a job whose node sent more deltas than its credit allowed.
 var ErrOverflow = errors.New("node exceeded its flow-control window")
 
-// ErrPreempted ends a bronze job the coordinator stopped to free its slot for a gold one.
-var ErrPreempted = errors.New("preempted by a gold request")
-
 // Job is one request's work on one node, seen from the coordinator.
 type Job struct {
 	ID    string

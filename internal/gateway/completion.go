@@ -134,7 +134,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, req *pr
 		res, bill := g.relayJob(r, c, job, t, st, sink, u)
 		endJob(t.span, job, res)
 		switch {
-		case errors.Is(res.Err, fleet.ErrPreempted) && (res.Outcome == relay.Refused || res.Outcome == relay.Failed):
+		case errors.Is(res.Err, relay.ErrPreempted) && (res.Outcome == relay.Refused || res.Outcome == relay.Failed):
 			// A gold request took the slot: not the node's fault. The answer pauses and
 			// continues exactly, on this node or another, once a slot frees.
 			t.fruitless--

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
 )
@@ -102,9 +101,27 @@ type Result struct {
 // ErrStalled is a node silent for longer than its stall timeout.
 var ErrStalled = errors.New("node stalled")
 
+// Frames is a job's answer as the relay reads it: the frames from its node, deltas then one
+// end, and the way to stop it. fleet.Job is the local one; a job whose frames come from
+// another process is another.
+type Frames interface {
+	// Next returns the next frame, waiting for it until ctx is done (then ctx's error).
+	Next(ctx context.Context) (protocol.Frame, error)
+	// TryNext returns the next frame if one is ready.
+	TryNext() (protocol.Frame, bool)
+	// Cancel asks the node to stop; its end frame follows.
+	Cancel()
+	// Preempted reports whether the coordinator stopped the job to free its slot for a gold
+	// request: its cancelled end is then ErrPreempted, not the node's failure.
+	Preempted() bool
+}
+
+// ErrPreempted ends a bronze job the coordinator stopped to free its slot for a gold one.
+var ErrPreempted = errors.New("preempted by a gold request")
+
 // Run relays job to sink until the job ends or ctx (the buyer's request) is done. st carries
 // the answer's state from job to job.
-func Run(ctx context.Context, job *fleet.Job, sink Sink, st *State, opts Options) Result {
+func Run(ctx context.Context, job Frames, sink Sink, st *State, opts Options) Result {
 	var res Result
 	for {
 		fr, err := next(ctx, job, st, res.Delivered > 0, opts.StallCeiling)
@@ -214,7 +231,7 @@ func (st *State) asideToolCall(tc toolCallDelta) {
 // next waits for the job's next frame, at most the stall timeout: the ceiling until the job's
 // first piece (a node taking over an answer has its own time to first token), then ten times
 // the answer's usual gap between pieces, at least a second.
-func next(ctx context.Context, job *fleet.Job, st *State, flowing bool, ceiling time.Duration) (protocol.Frame, error) {
+func next(ctx context.Context, job Frames, st *State, flowing bool, ceiling time.Duration) (protocol.Frame, error) {
 	if ceiling <= 0 {
 		return job.Next(ctx)
 	}
@@ -236,7 +253,7 @@ func next(ctx context.Context, job *fleet.Job, st *State, flowing bool, ceiling 
 
 // cancel stops the job because the buyer went away, and waits a little for the node's end
 // frame, whose usage bills what was delivered.
-func cancel(job *fleet.Job, res Result, cause error) Result {
+func cancel(job Frames, res Result, cause error) Result {
 	job.Cancel()
 	res.Outcome, res.Err = Cancelled, cause
 	ctx, stop := context.WithTimeout(context.Background(), cancelWait)
@@ -268,7 +285,7 @@ func end(sink Sink, e *protocol.End, res Result, st *State, bill Biller, preempt
 		// started: refused).
 		res.Outcome, res.Err = Failed, errors.New("node cancelled the job")
 		if preempted {
-			res.Err = fleet.ErrPreempted
+			res.Err = ErrPreempted
 		}
 		if !st.Started {
 			res.Outcome = Refused
