@@ -248,7 +248,8 @@ type try struct {
 	sessionKey  string   // the buyer's session, for affinity
 	session     string   // the node this buyer's session last used, if any
 	bounds      ledger.Bounds
-	held        money.Nanos     // once held, only nodes whose cost fits the hold are tried
+	held        money.Nanos     // the hold placed, raised for a dearer node unless holdFixed
+	holdFixed   bool            // the buyer's limits refused to raise the hold
 	jobs        int             // jobs the request has taken
 	fruitless   int             // jobs in a row that failed without adding to the answer
 	avoid       map[string]bool // nodes not to try: those that refused it, or just failed it

@@ -158,7 +158,7 @@ func (g *Gateway) pick(ctx context.Context, c *call, req *protocol.Request, t *t
 		return matcher.Candidate{}, "", g.noneLeft(t)
 	}
 	t.models = t.models[s.waitOn:]
-	model, _ := g.resolveModel(t.models[0])
+	model := s.waitModel
 	cand, err := g.wait(ctx, c, t, model, s.waitReq, req, func() (matcher.Candidate, error) { return g.take(ctx, c, s.waitReq, g.index(model), req, t) })
 	if _, ok := errors.AsType[*matcher.NoProvider](err); ok {
 		// The nodes changed while it waited: none that fits is busy any more.
@@ -173,12 +173,13 @@ func (g *Gateway) pick(ctx context.Context, c *call, req *protocol.Request, t *t
 
 // scanned is what scan found.
 type scanned struct {
-	cand    matcher.Candidate
-	model   string
-	err     error           // why the last model tried found no node
-	refusal error           // the buyer's error of the first model, which found no node
-	waitOn  int             // index of the first model whose nodes are busy; -1: none
-	waitReq matcher.Request // its decision's request
+	cand      matcher.Candidate
+	model     string
+	err       error           // why the last model tried found no node
+	refusal   error           // the buyer's error of the first model, which found no node
+	waitOn    int             // index of the first model whose nodes are busy; -1: none
+	waitModel string          // that model, resolved
+	waitReq   matcher.Request // its decision's request
 }
 
 // scan tries the request's models in order for a node with a free slot; the models before the
@@ -204,7 +205,7 @@ func (g *Gateway) scan(ctx context.Context, c *call, req *protocol.Request, t *t
 			s.refusal = noNode(model, ix.Len(), err)
 		}
 		if s.waitOn < 0 && g.waitable(model, err) {
-			s.waitOn, s.waitReq = i, mreq
+			s.waitOn, s.waitModel, s.waitReq = i, model, mreq
 		}
 		if t.continuing {
 			break
@@ -246,13 +247,8 @@ func (g *Gateway) matchRequest(t *try, model, sort string) matcher.Request {
 }
 
 // match takes a slot on the best node for mreq among ix's, or says why none has one free.
-func (g *Gateway) match(mreq matcher.Request, ix *matcher.Index, req *protocol.Request, t *try) (matcher.Candidate, error) {
-	switch {
-	case t.held > 0:
-		// A later attempt: only nodes whose cost fits the hold.
-		cands := slices.DeleteFunc(slices.Clone(ix.Candidates()), func(c matcher.Candidate) bool { return g.maxCost(c.Offer, req, t) > t.held })
-		return matcher.Match(mreq, cands).Pick()
-	case matcher.Walkable(mreq.Prefs):
+func match(mreq matcher.Request, ix *matcher.Index) (matcher.Candidate, error) {
+	if matcher.Walkable(mreq.Prefs) {
 		return ix.Pick(mreq)
 	}
 	return matcher.Match(mreq, ix.Candidates()).Pick()
@@ -281,46 +277,42 @@ func (g *Gateway) hold(ctx context.Context, c *call, req *protocol.Request, t *t
 	return nil
 }
 
-// take takes a slot on the best node for mreq among ix's whose cost fits the request's hold
-// (match), or else, once a hold is placed, on the best whatever its cost (matchDearer).
+// take takes a slot on the best node for mreq among ix's. Once a hold is placed, a node
+// dearer than it gets the hold raised to its cost, within the buyer's balance and spend caps,
+// as a card's incremental authorization: a retry is never refused only because the first
+// choice was the cheapest. When the buyer's limits refuse the raise, the slot is freed and
+// this and later attempts take only nodes whose cost fits the hold.
 func (g *Gateway) take(ctx context.Context, c *call, mreq matcher.Request, ix *matcher.Index, req *protocol.Request, t *try) (matcher.Candidate, error) {
-	cand, err := g.match(mreq, ix, req, t)
-	if err != nil && t.held > 0 {
-		return g.matchDearer(ctx, c, mreq, ix, req, t, err)
+	if t.held > 0 && t.holdFixed {
+		return g.matchWithin(mreq, ix, req, t)
 	}
-	return cand, err
-}
-
-// matchDearer is a later attempt's match when no node costs within the hold (err): it takes a
-// slot on the best node whatever its cost, and raises the hold to that node's cost, within the
-// buyer's balance and spend caps, as a card's incremental authorization does. So a retry is
-// never refused only because the first choice was the cheapest. When no node has a free slot,
-// the error counts the dearer ones too (they may free up); when the raise is refused, the slot
-// is freed and err stands.
-func (g *Gateway) matchDearer(ctx context.Context, c *call, mreq matcher.Request, ix *matcher.Index, req *protocol.Request, t *try, err error) (matcher.Candidate, error) {
-	cand, derr := matcher.Match(mreq, ix.Candidates()).Pick()
-	if derr != nil {
-		return matcher.Candidate{}, derr
-	}
-	if cand.Offer == nil {
-		return matcher.Candidate{}, err
+	cand, err := match(mreq, ix)
+	if err != nil || t.held == 0 || cand.Offer == nil {
+		return cand, err
 	}
 	cost := g.maxCost(cand.Offer, req, t)
 	if cost <= t.held {
-		return cand, nil // a node freed since
+		return cand, nil
 	}
-	if rerr := g.cfg.Ledger.Raise(context.WithoutCancel(ctx), c.id, cost); rerr != nil {
+	if err := g.cfg.Ledger.Raise(context.WithoutCancel(ctx), c.id, cost); err != nil {
 		cand.Offer.Release()
-		if _, ok := errors.AsType[*store.LimitError](rerr); !ok {
-			g.log.Error("raise hold", logRequestID, c.id, "err", rerr)
+		if _, ok := errors.AsType[*store.LimitError](err); !ok {
+			g.log.Error("raise hold", logRequestID, c.id, "err", err)
 		}
-		return matcher.Candidate{}, err
+		t.holdFixed = true
+		return g.matchWithin(mreq, ix, req, t)
 	}
 	t.held = cost
 	if g.tracing {
 		c.span.AddEvent("hold raised", trace.WithAttributes(tracing.HoldNanos.Int64(int64(cost))))
 	}
 	return cand, nil
+}
+
+// matchWithin is match among the nodes whose cost fits the request's hold.
+func (g *Gateway) matchWithin(mreq matcher.Request, ix *matcher.Index, req *protocol.Request, t *try) (matcher.Candidate, error) {
+	cands := slices.DeleteFunc(slices.Clone(ix.Candidates()), func(c matcher.Candidate) bool { return g.maxCost(c.Offer, req, t) > t.held })
+	return matcher.Match(mreq, cands).Pick()
 }
 
 // voidHold closes the request's hold without charge, recording why in its usage.
