@@ -129,21 +129,10 @@ func (c *ChatRequest) Job() (*protocol.Request, *Error) {
 	if err := c.Routing.validate(); err != nil {
 		return nil, err
 	}
-	return &protocol.Request{
-		Kind:             protocol.KindChat,
-		Model:            c.Model,
-		Messages:         c.Messages,
-		MaxTokens:        maxTokens,
-		Temperature:      c.Temperature,
-		TopP:             c.TopP,
-		Seed:             c.Seed,
-		Stop:             stop,
-		FrequencyPenalty: nonZero(c.FrequencyPenalty),
-		PresencePenalty:  nonZero(c.PresencePenalty),
-		Tools:            setOrNil(c.Tools),
-		ToolChoice:       setOrNil(c.ToolChoice),
-		ResponseFormat:   setOrNil(c.ResponseFormat),
-	}, nil
+	req := c.Sampling.request(protocol.KindChat, c.Model, maxTokens, stop)
+	req.Messages = c.Messages
+	req.Tools, req.ToolChoice, req.ResponseFormat = setOrNil(c.Tools), setOrNil(c.ToolChoice), setOrNil(c.ResponseFormat)
+	return req, nil
 }
 
 // validateChat checks the fields of a chat that a legacy completion does not have.
@@ -278,18 +267,18 @@ func (c *CompletionRequest) Job() (*protocol.Request, *Error) {
 	if err := c.Routing.validate(); err != nil {
 		return nil, err
 	}
+	req := c.Sampling.request(protocol.KindCompletion, c.Model, maxTokens, stop)
+	req.Prompt = prompt
+	return req, nil
+}
+
+// request is the engine's request of a kind with the sampling fields both kinds share.
+func (s *Sampling) request(kind, model string, maxTokens int, stop []string) *protocol.Request {
 	return &protocol.Request{
-		Kind:             protocol.KindCompletion,
-		Model:            c.Model,
-		Prompt:           prompt,
-		MaxTokens:        maxTokens,
-		Temperature:      c.Temperature,
-		TopP:             c.TopP,
-		Seed:             c.Seed,
-		Stop:             stop,
-		FrequencyPenalty: nonZero(c.FrequencyPenalty),
-		PresencePenalty:  nonZero(c.PresencePenalty),
-	}, nil
+		Kind: kind, Model: model, MaxTokens: maxTokens, Stop: stop,
+		Temperature: s.Temperature, TopP: s.TopP, Seed: s.Seed,
+		FrequencyPenalty: nonZero(s.FrequencyPenalty), PresencePenalty: nonZero(s.PresencePenalty),
+	}
 }
 
 // nonZero is f, or nil for 0, the neutral value engines need not be sent.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"sort"
 	"strings"
 	"sync"
@@ -114,6 +115,18 @@ func TestQueue_DeadlineAndFull(t *testing.T) {
 	}
 	cancel()
 	<-busy
+	// The waits are counted by how they ended, and the queue is empty again.
+	rec := httptest.NewRecorder()
+	env.Coordinator().MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for _, line := range []string{
+		`shareai_queue_wait_seconds_count{result="timeout",tier="silver"} 1`,
+		`shareai_queue_wait_seconds_count{result="full",tier="silver"} 1`,
+		`shareai_queue_length{tier="silver"} 0`,
+	} {
+		if !strings.Contains(rec.Body.String(), line) {
+			t.Errorf("metrics lack %q", line)
+		}
+	}
 	env.WaitFor("every request to be settled", func() bool { return balance(t, env).Held == 0 })
 	ledgerSumIsZero(t, env)
 }
@@ -221,22 +234,29 @@ func TestQueue_Waits(t *testing.T) {
 	}
 }
 
-// A retry before the first token reaches an idle node dearer than the first choice: its hold
-// is raised to that node's cost, within the buyer's balance and caps.
-func TestQueue_RetryReachesDearerNode(t *testing.T) {
-	var failed atomic.Int64
-	env := testenv.New(t, testenv.Options{Providers: 2,
+// cheapBrokenNode is a network of two nodes: the first cheap and failing every job before
+// its first token (failed counts its jobs), the second healthy and dearer by a factor.
+func cheapBrokenNode(t *testing.T, factor money.Price) (env *testenv.Env, failed *atomic.Int64) {
+	failed = new(atomic.Int64)
+	env = testenv.New(t, testenv.Options{Providers: 2,
 		NewEngine: func(i int) (engine.Engine, error) {
 			if i == 0 {
-				return broken{sim.New(sim.Config{}), &failed}, nil
+				return broken{sim.New(sim.Config{}), failed}, nil
 			}
 			return sim.New(sim.Config{}), nil
 		},
 		Agent: func(i int, c *agent.Config) {
-			if i == 1 { // the healthy node asks three times as much
-				c.InputPrice, c.OutputPrice = 3*c.InputPrice, 3*c.OutputPrice
+			if i == 1 {
+				c.InputPrice, c.OutputPrice = factor*c.InputPrice, factor*c.OutputPrice
 			}
 		}})
+	return env, failed
+}
+
+// A retry before the first token reaches an idle node dearer than the first choice: its hold
+// is raised to that node's cost, within the buyer's balance and caps.
+func TestQueue_RetryReachesDearerNode(t *testing.T) {
+	env, failed := cheapBrokenNode(t, 3)
 	dear := env.Agents[1].NodeID()
 	var resp *http.Response
 	params := chatParams("cheap first", 1)
@@ -459,19 +479,7 @@ func TestQueue_GoldShare(t *testing.T) {
 // A retry's raise is refused past the key's spend cap: the request fails as before, charged
 // nothing, and the dearer node gets no job.
 func TestQueue_RetryRaiseWithinCaps(t *testing.T) {
-	var failed atomic.Int64
-	env := testenv.New(t, testenv.Options{Providers: 2,
-		NewEngine: func(i int) (engine.Engine, error) {
-			if i == 0 {
-				return broken{sim.New(sim.Config{}), &failed}, nil
-			}
-			return sim.New(sim.Config{}), nil
-		},
-		Agent: func(i int, c *agent.Config) {
-			if i == 1 { // a thousand times dearer: its hold does not fit the cap
-				c.InputPrice, c.OutputPrice = 1000*c.InputPrice, 1000*c.OutputPrice
-			}
-		}})
+	env, failed := cheapBrokenNode(t, 1000) // the healthy node's hold does not fit the cap
 	ctx := context.Background()
 	k, err := env.Store.KeyByHash(ctx, store.HashSecret(env.APIKey))
 	if err != nil {
