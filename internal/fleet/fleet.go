@@ -644,13 +644,7 @@ func (o *Offer) Slots(t tier.Tier) int { return Slots(&o.Offer, t) }
 
 // Slots is how many of an offer's slots jobs of tier t may fill.
 func Slots(o *protocol.Offer, t tier.Tier) int {
-	switch {
-	case t == tier.Gold:
-		return o.MaxConcurrent
-	case t == tier.Bronze && o.NoBronze:
-		return 0
-	}
-	return max(o.MaxConcurrent-o.GoldSlots, 0)
+	return tier.Slots(o.MaxConcurrent, o.GoldSlots, o.NoBronze, t)
 }
 
 // Release frees a slot taken with Acquire that no job used.

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/matcher"
 )
 
@@ -42,7 +43,7 @@ func (g *Gateway) index(model string) *matcher.Index {
 		return s.index
 	}
 	changed := g.cfg.Fleet.Changed() // before the snapshot: a change after it invalidates it
-	s = candidateSnapshot{index: matcher.NewIndex(matcher.FromOffers(g.cfg.Fleet.Offers(model))), at: now, changed: changed}
+	s = candidateSnapshot{index: matcher.NewIndex(fleet.Candidates(g.cfg.Fleet.Offers(model))), at: now, changed: changed}
 	g.cands.mu.Lock()
 	if g.cands.m == nil {
 		g.cands.m = make(map[string]candidateSnapshot)

@@ -92,7 +92,7 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 			}
 			return nil, nil, err
 		}
-		offer := cand.Offer
+		offer := fleet.OfferOf(cand)
 		g.cfg.Metrics.Matched()
 		if t.held == 0 {
 			if err := g.hold(ctx, c, req, t, offer); err != nil {
@@ -287,15 +287,15 @@ func (g *Gateway) take(ctx context.Context, c *call, mreq matcher.Request, ix *m
 		return g.matchWithin(mreq, ix, req, t)
 	}
 	cand, err := match(mreq, ix)
-	if err != nil || t.held == 0 || cand.Offer == nil {
+	if err != nil || t.held == 0 || cand.Slot == nil {
 		return cand, err
 	}
-	cost := g.maxCost(cand.Offer, req, t)
+	cost := g.maxCost(fleet.OfferOf(cand), req, t)
 	if cost <= t.held {
 		return cand, nil
 	}
 	if err := g.cfg.Ledger.Raise(context.WithoutCancel(ctx), c.id, cost); err != nil {
-		cand.Offer.Release()
+		fleet.OfferOf(cand).Release()
 		if _, ok := errors.AsType[*store.LimitError](err); !ok {
 			g.log.Error("raise hold", logRequestID, c.id, "err", err)
 		}
@@ -311,7 +311,7 @@ func (g *Gateway) take(ctx context.Context, c *call, mreq matcher.Request, ix *m
 
 // matchWithin is match among the nodes whose cost fits the request's hold.
 func (g *Gateway) matchWithin(mreq matcher.Request, ix *matcher.Index, req *protocol.Request, t *try) (matcher.Candidate, error) {
-	cands := slices.DeleteFunc(slices.Clone(ix.Candidates()), func(c matcher.Candidate) bool { return g.maxCost(c.Offer, req, t) > t.held })
+	cands := slices.DeleteFunc(slices.Clone(ix.Candidates()), func(c matcher.Candidate) bool { return g.maxCost(fleet.OfferOf(c), req, t) > t.held })
 	return matcher.Match(mreq, cands).Pick()
 }
 

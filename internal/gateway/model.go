@@ -11,7 +11,6 @@ import (
 
 	"github.com/shareai/shareai/internal/api"
 	"github.com/shareai/shareai/internal/fleet"
-	"github.com/shareai/shareai/internal/matcher"
 	"github.com/shareai/shareai/internal/store"
 	"github.com/shareai/shareai/internal/tier"
 )
@@ -100,7 +99,7 @@ func endpointsOf(model string, offers []*fleet.Offer, prices tier.Multipliers, n
 			Prompt: price.Prompt, Completion: price.Completion,
 			ContextLength: o.ContextLength, MaxConcurrent: o.MaxConcurrent, Running: o.Running(),
 			UptimeSeconds: int64(now.Sub(o.Node.Connected).Seconds()),
-			LatencyMS:     millis(st.TTFT), Throughput: positive(st.TokensPerSecond), Reliability: matcher.Reliability(o.Node, st),
+			LatencyMS:     millis(st.TTFT), Throughput: positive(st.TokensPerSecond), Reliability: fleet.Reliability(o.Node, st),
 			Warm: o.Warm(), Simulated: o.Node.Hardware.Simulated, ServiceTiers: endpointPrices(prices, o),
 		})
 	}

@@ -43,7 +43,7 @@ func (g *Gateway) handoff(o *fleet.Offer) bool {
 // freed is the candidate of an offer one of whose slots is being freed, as a waiter would see
 // it once the slot is free.
 func freed(o *fleet.Offer) matcher.Candidate {
-	c := matcher.FromOffer(o)
+	c := o.Candidate()
 	c.Running--
 	return c
 }
@@ -67,7 +67,7 @@ func (g *Gateway) waitable(model string, err error) bool {
 func (g *Gateway) fits(mreq matcher.Request, req *protocol.Request, t *try) func(*matcher.Candidate) bool {
 	fit := matcher.NewFit(mreq)
 	return func(c *matcher.Candidate) bool {
-		return fit.Admits(c) && (t.held == 0 || g.maxCost(c.Offer, req, t) <= t.held)
+		return fit.Admits(c) && (t.held == 0 || g.maxCost(fleet.OfferOf(*c), req, t) <= t.held)
 	}
 }
 
@@ -105,7 +105,7 @@ func (g *Gateway) wait(ctx context.Context, c *call, t *try, model string, mreq 
 		}
 		if !g.waitable(model, err) {
 			if o, ok := tk.Leave(); ok {
-				return matcher.FromOffer(o), nil
+				return o.Candidate(), nil
 			}
 			result = "failed"
 			return matcher.Candidate{}, err
@@ -115,12 +115,12 @@ func (g *Gateway) wait(ctx context.Context, c *call, t *try, model string, mreq 
 		}
 		select {
 		case o := <-tk.Ready():
-			return matcher.FromOffer(o), nil
+			return o.Candidate(), nil
 		case <-changed:
 		case <-recheck.C:
 		case <-deadline.C:
 			if o, ok := tk.Leave(); ok {
-				return matcher.FromOffer(o), nil
+				return o.Candidate(), nil
 			}
 			result = "timeout"
 			return matcher.Candidate{}, &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Code: api.CodeNoProviderAvailable, RetryAfter: 2,

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shareai/shareai/internal/matcher"
+	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/testenv"
 )
@@ -79,7 +79,7 @@ func TestSpread_ReconnectKeepsScore(t *testing.T) {
 	if again.NodeID != id {
 		t.Fatalf("registered again as %s; want %s", again.NodeID, id)
 	}
-	cands := matcher.FromOffers(fl.Offers(model))
+	cands := fleet.Candidates(fl.Offers(model))
 	if len(cands) != 1 || cands[0].Reliability != stored {
 		t.Errorf("after reconnecting, the auction sees %+v; want its stored score %v as its reliability", cands, stored)
 	}

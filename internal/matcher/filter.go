@@ -3,31 +3,9 @@ package matcher
 import (
 	"strings"
 
-	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/money"
-	"github.com/shareai/shareai/internal/reputation"
 	"github.com/shareai/shareai/internal/tier"
 )
-
-// Reliability is how reliable an offer's node is, 0..1: the one number min_reliability
-// compares, the auction divides asks by, and GET /v1/models/{id}/endpoints shows, so that a
-// buyer filters on what they see. It is the node's reputation score (docs/reputation.md), which
-// weighs its measured reliability with its record and verification, once computed (a node
-// that connects again starts from its stored score); before that, the offer's moving average
-// of answers completed; and with neither, reputation.Prior, what a node with no record
-// scores: a node the coordinator knows nothing of yet must not outrank every node it has
-// measured, as it would at the moving average's start of 1.
-func Reliability(n *fleet.Node, st fleet.Stats) float64 {
-	if n != nil {
-		if s := n.Score(); s > 0 {
-			return s
-		}
-	}
-	if st.Completed+st.Failed > 0 {
-		return st.Reliability
-	}
-	return reputation.Prior
-}
 
 // filter holds what check and key need, prepared once per Match.
 type filter struct {

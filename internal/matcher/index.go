@@ -120,7 +120,7 @@ func (f *filter) take(group []Candidate, start int, counts *[numReasons]int) *Ca
 	for j := range group {
 		c := &group[(start+j)%len(group)]
 		why, _ := f.check(c)
-		if why == busy && c.Offer != nil && c.Offer.Running() < c.Slots(f.tier) {
+		if why == busy && c.Slot != nil && c.Slot.Running() < c.Slots(f.tier) {
 			why = eligible // the snapshot's count is older than the slots: the live one decides
 		}
 		if why != eligible {
@@ -150,20 +150,20 @@ func (f *filter) take(group []Candidate, start int, counts *[numReasons]int) *Ca
 }
 
 // acquire takes a slot on c for the request's tier, counting it busy when none is free since
-// the snapshot. A candidate without an offer is taken without one.
+// the snapshot. A candidate without a slot is taken without one.
 func (f *filter) acquire(c *Candidate, counts *[numReasons]int) bool {
-	if c.Offer == nil || c.Offer.AcquireFor(f.tier) {
+	if c.Slot == nil || c.Slot.AcquireFor(f.tier) {
 		return true
 	}
 	counts[busy]++
 	return false
 }
 
-// liveLoad is the share of c's slots in use now, or in the snapshot without an offer.
+// liveLoad is the share of c's slots in use now, or in the snapshot without a slot.
 func liveLoad(c *Candidate) float64 {
 	running := c.Running
-	if c.Offer != nil {
-		running = c.Offer.Running()
+	if c.Slot != nil {
+		running = c.Slot.Running()
 	}
 	return float64(running) / float64(c.MaxConcurrent)
 }

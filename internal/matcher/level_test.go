@@ -4,9 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/money"
-	"github.com/shareai/shareai/internal/protocol"
 )
 
 // Trusted nodes come first in the auction, even at a higher ask; new and quarantined nodes get
@@ -30,18 +28,6 @@ func TestLevels(t *testing.T) {
 		np, ok := errors.AsType[*NoProvider](err)
 		if !ok || np.Reasons[ReasonUnverified] != 1 || np.Reasons[ReasonQuarantined] != 1 {
 			t.Errorf("%s: %v; want 1 not verified yet, 1 quarantined", name, err)
-		}
-	}
-}
-
-// The level the matcher sees is the offer's: a model not verified yet on a verified node, or
-// quarantined there, gets no live traffic though the node does for its other models.
-func TestFromOffers_OfferLevel(t *testing.T) {
-	node := (&fleet.Node{ID: "a", AccountID: "acct-a"}).WithLevel("trusted")
-	for own, want := range map[string]Level{"verified": Trusted, "new": Unverified, "quarantined": Quarantined} {
-		o := (&fleet.Offer{Offer: protocol.Offer{Model: model, MaxConcurrent: 1}, Node: node}).WithLevel(own)
-		if got := FromOffers([]*fleet.Offer{o})[0].Level; got != want {
-			t.Errorf("a model %s on a trusted node: level %v; want %v", own, got, want)
 		}
 	}
 }

@@ -156,7 +156,7 @@ func (r *Ranking) scan(count bool) {
 		}
 		c := &r.cands[i]
 		why, pos := r.f.check(c)
-		if why == busy && c.Offer != nil && c.Offer.Running() < c.Slots(r.req.Tier) {
+		if why == busy && c.Slot != nil && c.Slot.Running() < c.Slots(r.req.Tier) {
 			why = eligible // the snapshot's count is older than the slots: the live one decides
 		}
 		if why != eligible {
@@ -308,7 +308,7 @@ func (r *Ranking) pick() (Candidate, *NoProvider) {
 			e := r.top[r.next]
 			r.next++
 			c := r.cands[e.i]
-			if c.Offer == nil || c.Offer.AcquireFor(r.req.Tier) {
+			if c.Slot == nil || c.Slot.AcquireFor(r.req.Tier) {
 				return c, nil
 			}
 			r.failed++

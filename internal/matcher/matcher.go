@@ -3,16 +3,14 @@
 // the others are not), rank them in a reverse auction weighted by reliability and the buyer's
 // preferences, and pick: take a slot on the best. It does no I/O; randomness is handed in.
 //
-// It must not import the store, gateway, relay or ledger.
+// It imports nothing with I/O: candidates come from the fleet (fleet.Candidates), and a
+// candidate's live slot is a Slot.
 package matcher
 
 import (
-	"strings"
 	"time"
 
-	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/money"
-	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/tier"
 )
 
@@ -38,9 +36,9 @@ type Candidate struct {
 	Paused          bool          // the node takes no new jobs for now
 	Level           Level         // the node's trust level
 
-	// Offer is where Pick takes a slot. A candidate without one (a what-if ranking, a test)
+	// Slot is where Pick takes a slot. A candidate without one (a what-if ranking, a test)
 	// is taken without a slot.
-	Offer *fleet.Offer
+	Slot Slot
 }
 
 // Level is an offer's trust level as the matcher sees it (docs/reputation.md): its node's,
@@ -78,46 +76,24 @@ func (l Level) standing() int {
 	return 1
 }
 
-// Slots is how many of the candidate's slots a request of tier t may fill (fleet.Slots).
+// Slots is how many of the candidate's slots a request of tier t may fill (tier.Slots).
 func (c *Candidate) Slots(t tier.Tier) int {
-	return fleet.Slots(&protocol.Offer{MaxConcurrent: c.MaxConcurrent, GoldSlots: c.GoldSlots, NoBronze: c.NoBronze}, t)
+	return tier.Slots(c.MaxConcurrent, c.GoldSlots, c.NoBronze, t)
 }
 
-// FromOffers returns the candidates of a fleet snapshot, with what the fleet has measured of
-// each: ask, region, slots, reliability, round trip, time to first token, output rate, warmth.
-func FromOffers(offers []*fleet.Offer) []Candidate {
-	cs := make([]Candidate, len(offers))
-	for i, o := range offers {
-		cs[i] = FromOffer(o)
-	}
-	return cs
+// A Slot is where a picked candidate takes a slot, live: the matcher ranks a snapshot, and
+// the slot decides. fleet.Offer is the local one; a node another process holds is another.
+type Slot interface {
+	Running() int                // slots in use now
+	AcquireFor(t tier.Tier) bool // takes a slot for a job of tier t, if one is free to it
 }
 
-// FromOffer returns the candidate of one offer (see FromOffers).
-func FromOffer(o *fleet.Offer) Candidate {
-	st := o.Stats()
-	c := Candidate{
-		Offer:           o,
-		InputPrice:      money.Price(o.InputPrice),
-		OutputPrice:     money.Price(o.OutputPrice),
-		Reliability:     Reliability(o.Node, st),
-		Running:         o.Running(),
-		MaxConcurrent:   o.MaxConcurrent,
-		GoldSlots:       o.GoldSlots,
-		NoBronze:        o.NoBronze,
-		Quantization:    strings.ToLower(o.Quantization),
-		TTFT:            st.TTFT,
-		TokensPerSecond: st.TokensPerSecond,
-		Warm:            o.Warm(),
-		Continues:       o.Continues,
-	}
-	if n := o.Node; n != nil {
-		c.NodeID, c.ProviderID, c.Region, c.RTT = n.ID, n.AccountID, country(n.Region), n.RTT()
-		c.Paused = n.Paused() != ""
-		c.Level = levelOf(o.Level()) // the node's, unless the model is not verified on it
-	}
-	return c
-}
+// Country returns a region code in lower case if it is a country code, else "" (unknown):
+// a candidate's Region.
+func Country(code string) string { return country(code) }
+
+// LevelOf reads the store's level names (store.Level*) as a candidate's Level.
+func LevelOf(s string) Level { return levelOf(s) }
 
 // Fit tells whether single candidates are eligible for a request, as Match would decide: for a
 // slot freed on a node, which waiting request it may go to.
@@ -130,14 +106,4 @@ func NewFit(req Request) *Fit { return &Fit{newFilter(req)} }
 func (f *Fit) Admits(c *Candidate) bool {
 	why, _ := f.f.check(c)
 	return why == eligible
-}
-
-// Pick takes a slot on the best of offers for model with no preferences and returns it.
-func Pick(model string, offers []*fleet.Offer) (*fleet.Offer, *NoProvider) {
-	r := Match(Request{Model: model}, FromOffers(offers))
-	c, np := r.pick()
-	if np != nil {
-		return nil, np
-	}
-	return c.Offer, nil
 }

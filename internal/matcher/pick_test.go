@@ -3,44 +3,67 @@ package matcher
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
-	"time"
 
-	"github.com/shareai/shareai/internal/fleet"
-	"github.com/shareai/shareai/internal/protocol"
+	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/tier"
 )
 
-func offer(node string, slots int, price int64) *fleet.Offer {
-	return &fleet.Offer{
-		Offer: protocol.Offer{Model: model, MaxConcurrent: slots, InputPrice: price, OutputPrice: price},
-		Node:  (&fleet.Node{ID: node, AccountID: "acct-" + node, Region: "DE"}).WithLevel("verified"),
-	}
+// testOffer is a node's offer as the matcher's tests see it: the candidate it snapshots, and
+// its live slots, as a fleet.Offer keeps them.
+type testOffer struct {
+	c        Candidate // Running, GoldSlots and NoBronze are read at the snapshot
+	mu       sync.Mutex
+	running  int
+	gold     int
+	noBronze bool
 }
 
-func TestFromOffers(t *testing.T) {
-	o := offer("a", 3, 150_000_000)
-	o.Quantization = "Q4_K_M"
-	if !o.Acquire() {
-		t.Fatal("acquire")
+func offer(node string, slots int, price int64) *testOffer {
+	return &testOffer{c: Candidate{NodeID: node, ProviderID: "acct-" + node, Region: "de", MaxConcurrent: slots,
+		InputPrice: money.Price(price), OutputPrice: money.Price(price), Reliability: 1}}
+}
+
+func (o *testOffer) Running() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.running
+}
+
+func (o *testOffer) AcquireFor(t tier.Tier) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.running >= tier.Slots(o.c.MaxConcurrent, o.gold, o.noBronze, t) {
+		return false
 	}
-	o.Observe(true, 200*time.Millisecond, 40)
-	o.Observe(false, 0, 0)
-	got := FromOffers([]*fleet.Offer{o, {Offer: protocol.Offer{MaxConcurrent: 1}, Node: (&fleet.Node{ID: "b", Region: "europe"}).WithLevel("verified")}})
-	want := Candidate{Offer: o, NodeID: "a", ProviderID: "acct-a", Region: "de", InputPrice: usd("0.15"), OutputPrice: usd("0.15"),
-		Reliability: 0.8, Running: 1, MaxConcurrent: 3, Quantization: "q4_k_m", TTFT: 200 * time.Millisecond, TokensPerSecond: 40, Warm: true}
-	if got[0] != want {
-		t.Errorf("got %+v; want %+v", got[0], want)
+	o.running++
+	return true
+}
+
+func (o *testOffer) Acquire() bool { return o.AcquireFor(tier.Silver) }
+
+func (o *testOffer) Release() {
+	o.mu.Lock()
+	o.running--
+	o.mu.Unlock()
+}
+
+// candidates snapshots offers, as fleet.Candidates does.
+func candidates(offers ...*testOffer) []Candidate {
+	cs := make([]Candidate, len(offers))
+	for i, o := range offers {
+		cs[i] = o.c
+		cs[i].Slot, cs[i].Running, cs[i].GoldSlots, cs[i].NoBronze = o, o.Running(), o.gold, o.noBronze
 	}
-	if got[1].Region != "" {
-		t.Errorf("region %q from a node in \"europe\"; want \"\" (unknown)", got[1].Region)
-	}
+	return cs
 }
 
 func TestRanking_Pick(t *testing.T) {
 	cheap, dear := offer("cheap", 1, 1), offer("dear", 1, 2)
-	r := Match(Request{Model: model, Rand: seeded()}, FromOffers([]*fleet.Offer{dear, cheap}))
+	r := Match(Request{Model: model, Rand: seeded()}, candidates(dear, cheap))
 	c, err := r.Pick()
-	if err != nil || c.Offer != cheap {
+	if err != nil || c.Slot != cheap {
 		t.Fatalf("first pick %v, %v; want cheap", c.NodeID, err)
 	}
 	if cheap.Running() != 1 {
@@ -48,7 +71,7 @@ func TestRanking_Pick(t *testing.T) {
 	}
 	// The cheap node refused the job: the next Pick goes on to the next.
 	c, err = r.Pick()
-	if err != nil || c.Offer != dear {
+	if err != nil || c.Slot != dear {
 		t.Fatalf("second pick %v, %v; want dear", c.NodeID, err)
 	}
 	_, err = r.Pick()
@@ -61,16 +84,16 @@ func TestRanking_Pick(t *testing.T) {
 // A slot taken since the snapshot is skipped and counted busy.
 func TestRanking_PickRace(t *testing.T) {
 	a, b := offer("a", 1, 1), offer("b", 1, 2)
-	r := Match(Request{Model: model}, FromOffers([]*fleet.Offer{a, b}))
+	r := Match(Request{Model: model}, candidates(a, b))
 	a.Acquire()
 	c, err := r.Pick()
-	if err != nil || c.Offer != b {
+	if err != nil || c.Slot != b {
 		t.Fatalf("pick %v, %v; want b", c.NodeID, err)
 	}
 	b.Release()
 	b.Acquire()
-	r = Match(Request{Model: model}, FromOffers([]*fleet.Offer{offer("c", 1, 1)}))
-	r.cands[0].Offer.Acquire()
+	r = Match(Request{Model: model}, candidates(offer("c", 1, 1)))
+	r.cands[0].Slot.AcquireFor(tier.Silver)
 	if _, err := r.Pick(); err == nil || err.Error() != "1 node serves llama3.1:8b: 1 busy" {
 		t.Errorf("got %v; want 1 busy", err)
 	}
@@ -78,11 +101,11 @@ func TestRanking_PickRace(t *testing.T) {
 
 // When every ranked candidate is taken since the snapshot, Pick ranks the rest.
 func TestRanking_PickBeyondDepth(t *testing.T) {
-	var offers []*fleet.Offer
+	var offers []*testOffer
 	for i := range 10 {
 		offers = append(offers, offer(fmt.Sprint("n", i), 1, int64(i)))
 	}
-	r := Match(Request{Model: model, Depth: 3}, FromOffers(offers))
+	r := Match(Request{Model: model, Depth: 3}, candidates(offers...))
 	for _, o := range offers[:7] {
 		o.Acquire()
 	}
@@ -95,18 +118,5 @@ func TestRanking_PickBeyondDepth(t *testing.T) {
 	_, err = r.Pick()
 	if err == nil || err.Error() != "10 nodes serve llama3.1:8b: 9 busy, 1 excluded" {
 		t.Errorf("got %v; want 9 busy, 1 excluded", err)
-	}
-}
-
-// The package-level Pick keeps the gateway's wording.
-func TestPick(t *testing.T) {
-	o := offer("a", 1, 1)
-	got, np := Pick("sim/llama-3.1-8b", []*fleet.Offer{o})
-	if np != nil || got != o {
-		t.Fatalf("got %v, %v; want the only offer", got, np)
-	}
-	_, np = Pick("sim/llama-3.1-8b", []*fleet.Offer{o})
-	if np == nil || np.Error() != "1 node serves sim/llama-3.1-8b: 1 busy" || !np.Busy() {
-		t.Errorf("got %v; want 1 node serves sim/llama-3.1-8b: 1 busy", np)
 	}
 }

@@ -6,9 +6,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/shareai/shareai/internal/fleet"
-	"github.com/shareai/shareai/internal/reputation"
 )
 
 func TestNear(t *testing.T) {
@@ -141,13 +138,13 @@ func TestIndex_WarmWithinGroup(t *testing.T) {
 // rotation: an idle node before a busy one, and equally loaded nodes in turn.
 func TestIndex_SpreadsByLoad(t *testing.T) {
 	a, b := offer("a", 4, 1), offer("b", 4, 1)
-	take := func(o *fleet.Offer, n int) {
+	take := func(o *testOffer, n int) {
 		for range n {
 			o.Acquire()
 		}
 	}
 	picks := func() map[string]int {
-		ix := NewIndex(FromOffers([]*fleet.Offer{a, b}))
+		ix := NewIndex(candidates(a, b))
 		rng := seeded()
 		got := map[string]int{}
 		for range 100 {
@@ -156,7 +153,7 @@ func TestIndex_SpreadsByLoad(t *testing.T) {
 				t.Fatal(err)
 			}
 			got[c.NodeID]++
-			c.Offer.Release()
+			c.Slot.(*testOffer).Release()
 		}
 		return got
 	}
@@ -201,36 +198,6 @@ func TestIndex_ConcurrentPicksTakeTurns(t *testing.T) {
 		if got[c.NodeID] != workers*picks/len(cands) {
 			t.Errorf("picks %v; want %d each", got, workers*picks/len(cands))
 			break
-		}
-	}
-}
-
-// A node the coordinator knows nothing of yet — no score, no job since it connected, as a
-// node back from a crash was — ranks as a node with no record, not as a perfect one.
-func TestReliability(t *testing.T) {
-	scored, measured, fresh := offer("scored", 1, 1), offer("measured", 1, 1), offer("fresh", 1, 1)
-	scored.Node.SetScore(0.6)
-	measured.Observe(false, 0, 0)
-	for _, tt := range []struct {
-		o    *fleet.Offer
-		want float64
-	}{
-		{scored, 0.6},
-		{measured, 0.8}, // the moving average after one failure
-		{fresh, reputation.Prior},
-	} {
-		if got := Reliability(tt.o.Node, tt.o.Stats()); got != tt.want {
-			t.Errorf("%s: reliability %v; want %v", tt.o.Node.ID, got, tt.want)
-		}
-	}
-
-	steady := offer("steady", 1, 1)
-	steady.Node.SetScore(0.9)
-	cands := FromOffers([]*fleet.Offer{fresh, steady})
-	rng := seeded()
-	for range 20 {
-		if c := Match(Request{Model: model, Rand: rng}, cands).Best()[0]; c.NodeID != "steady" {
-			t.Fatalf("match ranks %s first; want the node scored 0.9 before one with no record", c.NodeID)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/tier"
 )
 
@@ -12,11 +11,11 @@ import (
 // Match and by the index's walk.
 func TestTierSlots(t *testing.T) {
 	o := offer("a", 2, 1)
-	o.GoldSlots = 1
+	o.gold = 1
 	for _, walk := range []bool{false, true} {
 		pick := func(tr tier.Tier) error {
 			req := Request{Model: model, Tier: tr, Rand: seeded()}
-			cands := FromOffers([]*fleet.Offer{o})
+			cands := candidates(o)
 			if walk {
 				_, err := NewIndex(cands).Pick(req)
 				return err
@@ -40,8 +39,8 @@ func TestTierSlots(t *testing.T) {
 		o.Release()
 		o.Release()
 	}
-	o.NoBronze = true
-	_, err := Match(Request{Model: model, Tier: tier.Bronze}, FromOffers([]*fleet.Offer{o})).Pick()
+	o.noBronze = true
+	_, err := Match(Request{Model: model, Tier: tier.Bronze}, candidates(o)).Pick()
 	if np, ok := errors.AsType[*NoProvider](err); !ok || np.Reasons[ReasonNoBronze] != 1 || np.Busy() {
 		t.Errorf("a node refusing bronze: %v; want 1 refuses bronze, not busy", err)
 	}
@@ -52,7 +51,7 @@ func TestTierMaxPrice(t *testing.T) {
 	o := offer("a", 1, 100_000_000) // $0.10 per 1M tokens
 	p := Prefs{}
 	p.MaxPrice.Prompt = ptr(usd("0.12"))
-	cands := FromOffers([]*fleet.Offer{o})
+	cands := candidates(o)
 	if _, err := Match(Request{Model: model, Prefs: p, Multiplier: 15000}, cands).Pick(); err == nil {
 		t.Error("gold at ×1.5 ($0.15) passed a $0.12 cap")
 	}

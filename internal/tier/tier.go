@@ -72,6 +72,19 @@ func (t Tier) Rank() int {
 	return 1
 }
 
+// Slots is how many of a node's slots (all of them, gold of them kept for gold) jobs of tier t
+// may fill: all for gold, all but the gold ones for silver, and for bronze the same, or none
+// when the node refuses bronze.
+func Slots(all, gold int, noBronze bool, t Tier) int {
+	switch {
+	case t == Gold:
+		return all
+	case t == Bronze && noBronze:
+		return 0
+	}
+	return max(all-gold, 0)
+}
+
 // Multipliers are the operator's price multipliers of the tiers on a provider's ask, in basis
 // points (15000 is ×1.5). Buyers pay, and providers earn, the ask times their tier's
 // multiplier; the platform's fee comes on top as for any price.
