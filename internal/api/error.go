@@ -53,9 +53,21 @@ type Error struct {
 	Code    string
 	// RetryAfter is the Retry-After of a 503 or 429 in seconds: 0 means 1, negative means none.
 	RetryAfter int
+	// Cause is the underlying error, for the log and errors.Is: never shown to the buyer,
+	// who gets Message (a node engine's own error text, for one, is a stranger's words).
+	Cause error
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
+// Error is the status, code and message, and the cause after them: what the log shows.
+func (e *Error) Error() string {
+	if e.Cause != nil {
+		return fmt.Sprintf("%d %s: %s (%v)", e.Status, e.Code, e.Message, e.Cause)
+	}
+	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Cause }
 
 // MarshalJSON writes the error's body.
 func (e *Error) MarshalJSON() ([]byte, error) {

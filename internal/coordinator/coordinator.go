@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shareai/shareai/internal/console"
+	"github.com/shareai/shareai/internal/core"
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/gateway"
 	"github.com/shareai/shareai/internal/keyfile"
@@ -123,6 +124,7 @@ type Coordinator struct {
 	log     *slog.Logger
 	Fleet   *fleet.Fleet
 	Ledger  *ledger.Ledger
+	Core    *core.Core
 	Gateway *gateway.Gateway
 	Prober  *verify.Prober
 	Metrics *metrics.Coordinator
@@ -173,12 +175,16 @@ func New(cfg Config) *Coordinator {
 		Fleet: c.Fleet, Store: cfg.Store, Ledger: c.Ledger, Rules: reputation.DefaultRules(),
 		ProbeEvery: cfg.ProbeEvery, ScoreEvery: cfg.ScoreEvery, Tick: cfg.ProbeTick, CheckTimeout: cfg.CheckTimeout, Log: cfg.Log,
 	})
-	c.Gateway = gateway.New(gateway.Config{
-		Reputation: c.Prober.Explain,
-		Store:      cfg.Store, Fleet: c.Fleet, Ledger: c.Ledger, Log: cfg.Log,
-		MaxBodyBytes: cfg.MaxBodyBytes, KeyCacheTTL: cfg.KeyCacheTTL, StallTimeout: cfg.StallTimeout,
+	c.Core = core.New(core.Config{
+		Store: cfg.Store, Fleet: c.Fleet, Ledger: c.Ledger, Log: cfg.Log, StallTimeout: cfg.StallTimeout,
 		ReceiptKey: cfg.ReceiptKey, Metrics: c.Metrics, TracerProvider: cfg.TracerProvider,
-		Limits: cfg.KeyLimits, MaxTokensLimit: cfg.MaxTokensLimit, Queue: cfg.Queue, TierPrices: cfg.TierPrices,
+		Queue: cfg.Queue, TierPrices: cfg.TierPrices,
+	})
+	c.Gateway = gateway.New(gateway.Config{
+		Core: c.Core, Reputation: c.Prober.Explain,
+		Store: cfg.Store, Fleet: c.Fleet, Ledger: c.Ledger, Log: cfg.Log,
+		MaxBodyBytes: cfg.MaxBodyBytes, KeyCacheTTL: cfg.KeyCacheTTL, Metrics: c.Metrics, TracerProvider: cfg.TracerProvider,
+		Limits: cfg.KeyLimits, MaxTokensLimit: cfg.MaxTokensLimit,
 	})
 	metrics.RegisterFleet(cfg.Metrics, metrics.FleetView{Nodes: c.nodeSamples, Running: c.Fleet.Running})
 
@@ -232,7 +238,7 @@ func (c *Coordinator) readyz(w http.ResponseWriter, r *http.Request) {
 // closeBilling stores the receipts queued and hands their bills to the ledger, then commits
 // what the ledger has queued, and stops both.
 func (c *Coordinator) closeBilling() {
-	c.Gateway.Close()
+	c.Core.Close()
 	c.Ledger.Close()
 }
 

@@ -1,86 +1,15 @@
 package gateway
 
-import (
-	"net/http"
-	"sync"
-	"time"
-)
+import "net/http"
 
 // HeaderSession names a buyer's conversation, for affinity, when the body's user does not.
 const HeaderSession = "X-Session-Id"
 
-// affinityTTL is how long a session keeps its node after its last request.
-const affinityTTL = 30 * time.Minute
-
-// maxSessions bounds the sessions remembered; the oldest are forgotten first.
-const maxSessions = 100_000
-
-// affinity remembers which node served a buyer's session last, so the next request of the
-// session goes there while it is eligible and the engine's prompt cache keeps working.
-type affinity struct {
-	mu  sync.Mutex
-	now func() time.Time
-	m   map[string]sessionNode
-}
-
-type sessionNode struct {
-	node string
-	seen time.Time
-}
-
-// affinityKey names the session of a request: the account with the X-Session-Id header, or
-// with the body's user; "" when neither is given.
-func affinityKey(c *call, r *http.Request, user string) string {
-	s := r.Header.Get(HeaderSession)
-	if s == "" {
-		s = user
+// session names the buyer's session of a request, for affinity (core.Request.Session): the
+// X-Session-Id header, or else the body's user; "" when neither is given.
+func session(r *http.Request, user string) string {
+	if s := r.Header.Get(HeaderSession); s != "" {
+		return s
 	}
-	if s == "" {
-		return ""
-	}
-	return c.key.AccountID + "\x00" + s
-}
-
-func (a *affinity) get(key string) string {
-	if key == "" {
-		return ""
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	sn, ok := a.m[key]
-	if !ok || a.now().Sub(sn.seen) > affinityTTL {
-		return ""
-	}
-	return sn.node
-}
-
-func (a *affinity) put(key, node string) {
-	if key == "" {
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.m == nil {
-		a.m = make(map[string]sessionNode)
-	}
-	if len(a.m) >= maxSessions {
-		a.evict()
-	}
-	a.m[key] = sessionNode{node: node, seen: a.now()}
-}
-
-// evict forgets expired sessions, or half of them when none has expired.
-func (a *affinity) evict() {
-	now := a.now()
-	for k, sn := range a.m {
-		if now.Sub(sn.seen) > affinityTTL {
-			delete(a.m, k)
-		}
-	}
-	for k := range a.m {
-		if len(a.m) < maxSessions/2 {
-			break
-		}
-		delete(a.m, k)
-	}
+	return user
 }

@@ -7,8 +7,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,16 +19,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shareai/shareai/internal/api"
+	"github.com/shareai/shareai/internal/core"
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/ledger"
-	"github.com/shareai/shareai/internal/matcher"
-	"github.com/shareai/shareai/internal/meter"
 	"github.com/shareai/shareai/internal/metrics"
 	"github.com/shareai/shareai/internal/protocol"
-	"github.com/shareai/shareai/internal/queue"
 	"github.com/shareai/shareai/internal/reputation"
 	"github.com/shareai/shareai/internal/store"
-	"github.com/shareai/shareai/internal/tier"
 	"github.com/shareai/shareai/internal/tracing"
 )
 
@@ -53,6 +48,8 @@ const (
 
 // Config configures a Gateway.
 type Config struct {
+	// Core runs the requests the gateway has authenticated, decoded and admitted.
+	Core *core.Core
 	// Reputation explains a node's score to its provider; nil: reports show none.
 	Reputation   func(ctx context.Context, nodeID string) (reputation.Score, error)
 	Store        store.Store
@@ -61,63 +58,36 @@ type Config struct {
 	Log          *slog.Logger
 	MaxBodyBytes int64         // default 16 MiB
 	KeyCacheTTL  time.Duration // how long a valid key is trusted without asking the store; default 10s
-	// StallTimeout is the most a node may stay silent in an answer before another takes over
-	// (between pieces the limit adapts to the node's pace, from 1 s). Default 30s.
-	StallTimeout time.Duration
-	// ReceiptKey is the key the coordinator countersigns jobs' receipts with; its public half
-	// is GET /v1/receipts/key. Nil: a key made for this gateway alone, which buyers cannot pin
-	// across restarts.
-	ReceiptKey ed25519.PrivateKey
-	// Metrics counts requests, matches and failovers; nil: counted nowhere.
+	// Metrics counts requests and rate limits; nil: counted nowhere.
 	Metrics *metrics.Coordinator
-	// TracerProvider records the spans of buyers' requests (trace.go); nil: none.
+	// TracerProvider records the server spans of buyers' requests (trace.go); nil: none.
 	TracerProvider trace.TracerProvider
 	// Limits are the rate limits of API keys that set none of their own (limits.go); a zero
 	// field: unlimited. They are counted in this process only.
 	Limits store.RateLimits
 	// MaxTokensLimit is the most max_tokens a request may ask for. Default 32768.
 	MaxTokensLimit int
-	// Queue bounds how requests wait for a free slot (queue.go); zero fields: the defaults.
-	Queue queue.Config
-	// TierPrices are the tiers' price multipliers on nodes' asks; zero: tier.DefaultMultipliers.
-	TierPrices tier.Multipliers
-	// Meter counts the tokens of the answers nodes deliver, to check their usage claims; nil:
-	// a meter of the gateway's own.
-	Meter *meter.Meter
-	Now   func() time.Time
+	Now            func() time.Time
 }
 
 // Gateway is the buyer API.
 type Gateway struct {
-	cfg      Config
-	log      *slog.Logger
-	keys     keyCache
-	affinity affinity
-	cands    candidates
-	notary   *notary
-	limits   limiter
-	queue    *queue.Queue[*fleet.Offer, *matcher.Candidate]
-	bronze   bronzeJobs // what gold may preempt
-	meter    *meter.Meter
-	tracer   trace.Tracer
-	tracing  bool // whether tracer records: only then is a buyer's traceparent read
-	// stopping is cancelled by Abort: inference requests' contexts follow it.
-	stopping context.Context
-	stopAll  context.CancelCauseFunc
-	inflight sync.WaitGroup // inference requests being served
+	cfg     Config
+	log     *slog.Logger
+	core    *core.Core
+	keys    keyCache
+	limits  limiter
+	tracer  trace.Tracer
+	tracing bool // whether tracer records: only then is a buyer's traceparent read
 }
 
-// New returns a gateway. Call Close, before the ledger's, to store the receipts queued and
-// hand their requests' bills to the ledger.
+// New returns a gateway over cfg.Core.
 func New(cfg Config) *Gateway {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 16 << 20
 	}
 	if cfg.KeyCacheTTL <= 0 {
 		cfg.KeyCacheTTL = 10 * time.Second
-	}
-	if cfg.StallTimeout <= 0 {
-		cfg.StallTimeout = 30 * time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -126,38 +96,18 @@ func New(cfg Config) *Gateway {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	cfg.Log = slog.New(LogHandler(cfg.Log.Handler())) // lines logged with a request's context carry its id
-	if cfg.ReceiptKey == nil {
-		_, cfg.ReceiptKey, _ = ed25519.GenerateKey(rand.Reader)
-	}
-	if cfg.TierPrices == (tier.Multipliers{}) {
-		cfg.TierPrices = tier.DefaultMultipliers
-	}
 	if cfg.MaxTokensLimit <= 0 {
 		cfg.MaxTokensLimit = 32768
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.NewCoordinator(nil)
 	}
-	if cfg.Meter == nil {
-		cfg.Meter = meter.New()
-	}
-	g := &Gateway{cfg: cfg, log: cfg.Log, meter: cfg.Meter, tracing: tracing.Enabled(cfg.TracerProvider),
+	g := &Gateway{cfg: cfg, log: cfg.Log, core: cfg.Core, tracing: tracing.Enabled(cfg.TracerProvider),
 		tracer: tracing.Tracer(cfg.TracerProvider, "github.com/shareai/shareai/internal/gateway")}
-	g.notary = newNotary(cfg.ReceiptKey, cfg.Store, func(b *ledger.Bill, u *store.Usage) { g.cfg.Ledger.SettleLater(b, u) }, cfg.Log, cfg.Now)
 	g.keys = keyCache{ttl: cfg.KeyCacheTTL, now: cfg.Now, m: make(map[[32]byte]cachedKey)}
-	g.stopping, g.stopAll = context.WithCancelCause(context.Background())
-	g.affinity.now = cfg.Now
 	g.limits = limiter{defaults: cfg.Limits, now: cfg.Now}
-	g.queue = queue.New[*fleet.Offer, *matcher.Candidate](cfg.Queue)
-	if cfg.Fleet != nil {
-		cfg.Fleet.SetHandoff(g.handoff)
-	}
 	return g
 }
-
-// Close stores the receipts queued and hands their requests' bills to the ledger. Call it once
-// no request is served any more, before the ledger's Close.
-func (g *Gateway) Close() { g.notary.close() }
 
 // Register adds the gateway's routes to mux.
 func (g *Gateway) Register(mux *http.ServeMux) {
@@ -214,10 +164,13 @@ func (g *Gateway) call(w http.ResponseWriter, r *http.Request, kind string, fn h
 // logged and shown as a 500 with the request id.
 func (g *Gateway) writeError(w http.ResponseWriter, c *call, err error) {
 	var ae *api.Error
-	if !errors.As(err, &ae) {
+	switch {
+	case !errors.As(err, &ae):
 		g.log.Error("request failed", logRequestID, c.id, "err", err)
 		ae = &api.Error{Status: http.StatusInternalServerError, Type: api.TypeServer,
 			Message: "The server had an error while processing your request. Request id: " + c.id + "."}
+	case ae.Cause != nil && ae.Status >= 500:
+		g.log.Warn("request failed", logRequestID, c.id, "status", ae.Status, "err", err) // the cause the buyer is not shown
 	}
 	if (ae.Status == http.StatusServiceUnavailable || ae.Status == http.StatusTooManyRequests) && ae.RetryAfter >= 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(max(ae.RetryAfter, 1)))

@@ -31,7 +31,6 @@ func TestKeyCache_RevokedWithinTTL(t *testing.T) {
 	var now atomic.Int64
 	now.Store(t0.UnixNano())
 	g := New(Config{Store: db, Now: func() time.Time { return time.Unix(0, now.Load()) }})
-	defer g.Close()
 	const documented = 10 * time.Second
 	if g.cfg.KeyCacheTTL != documented {
 		t.Fatalf("default key cache TTL %v; the docs say %v", g.cfg.KeyCacheTTL, documented)

@@ -319,7 +319,7 @@ func seconds(d time.Duration) int {
 // refuses more than a model's output limit (400 on the parameter the buyer sent).
 func (g *Gateway) maxTokensCeiling(req *protocol.Request, param string) error {
 	ceiling := g.cfg.MaxTokensLimit
-	if base, _ := g.resolveModel(req.Model); ceiling > 0 {
+	if base := g.core.ResolveModel(req.Model); ceiling > 0 {
 		if mi, ok := g.cfg.Fleet.Model(base); ok && mi.ContextLength > 0 {
 			ceiling = min(ceiling, mi.ContextLength)
 		}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/shareai/shareai/internal/api"
+	"github.com/shareai/shareai/internal/core"
 	"github.com/shareai/shareai/internal/metrics"
 	"github.com/shareai/shareai/internal/store"
 )
@@ -16,8 +17,6 @@ import (
 // before.
 func (g *Gateway) handleInference(endpoint string, fn handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r, release := g.abortable(r)
-		defer release()
 		c, err := g.call(w, r, store.KeyBuyer, fn)
 		m := requestMetrics(endpoint, c, err)
 		g.cfg.Metrics.RequestEnded(m)
@@ -78,7 +77,7 @@ func refusedOutcome(err error) string {
 		return "not_found"
 	case ae.Status == http.StatusTooManyRequests:
 		return "rate_limited"
-	case ae == errBuyerGone:
+	case ae == core.ErrBuyerGone:
 		return store.OutcomeCancelled
 	case ae.Status < 500:
 		return "invalid"

@@ -47,7 +47,7 @@ func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request, c *call) er
 	list := api.ModelList{Object: "list", Data: []api.Model{}}
 	for _, mi := range g.cfg.Fleet.Models() {
 		if mayUse(c.key, mi.ID) {
-			list.Data = append(list.Data, modelOf(mi, g.cfg.TierPrices))
+			list.Data = append(list.Data, modelOf(mi, g.core.TierPrices()))
 		}
 	}
 	return writeJSON(w, list)
@@ -63,12 +63,12 @@ func mayUse(k *store.Key, model string) bool {
 func (g *Gateway) getModel(w http.ResponseWriter, r *http.Request, c *call) error {
 	id := r.PathValue("id")
 	if mi, ok := g.cfg.Fleet.Model(id); ok && mayUse(c.key, id) {
-		return writeJSON(w, modelOf(mi, g.cfg.TierPrices))
+		return writeJSON(w, modelOf(mi, g.core.TierPrices()))
 	}
 	// Model ids hold slashes, so /v1/models/{id}/endpoints arrives here too.
 	if model, ok := strings.CutSuffix(id, "/endpoints"); ok {
 		if offers := g.cfg.Fleet.LiveOffers(model); len(offers) > 0 && mayUse(c.key, model) {
-			return writeJSON(w, endpointsOf(model, offers, g.cfg.TierPrices, g.cfg.Now()))
+			return writeJSON(w, endpointsOf(model, offers, g.core.TierPrices(), g.cfg.Now()))
 		}
 		id = model
 	}

@@ -35,6 +35,20 @@ type Stream struct {
 	buf     []byte
 }
 
+// Open returns the sink of an answer in OpenAI's shape: a chat's or a completion's, streamed
+// as server-sent events or collected into one JSON body.
+func Open(w http.ResponseWriter, a Answer, chat, stream bool) Sink {
+	switch {
+	case stream && chat:
+		return NewChatStream(w, a)
+	case stream:
+		return NewCompletionStream(w, a)
+	case chat:
+		return NewChatCollect(w, a)
+	}
+	return NewCompletionCollect(w, a)
+}
+
 // NewChatStream returns a sink for a streamed chat answer.
 func NewChatStream(w http.ResponseWriter, a Answer) *Stream { return newStream(w, a, true) }
 

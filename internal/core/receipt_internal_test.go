@@ -1,4 +1,4 @@
-package gateway
+package core
 
 import (
 	"bytes"
@@ -172,9 +172,9 @@ func TestKeepReceipts_NoneToKeep(t *testing.T) {
 	var logs syncBuffer
 	n := newNotary(testCoordKey, nil, func(*ledger.Bill, *store.Usage) { settled++ }, slog.New(slog.NewTextHandler(&logs, nil)), time.Now)
 	n.close() // what is queued now is dropped with a warning: nothing must be
-	g := &Gateway{notary: n}
-	g.keepReceipts(&call{id: "req_1"}, &try{ran: []*fleet.Job{{}, {}}}, &ledger.Bill{Settlement: &store.Settlement{}}, &store.Usage{})
-	g.keepReceipts(&call{id: "req_2"}, &try{}, nil, nil) // refused before any job: nothing at all
+	c := &Core{notary: n}
+	c.keepReceipts(context.Background(), &Request{ID: "req_1", ran: []*fleet.Job{{}, {}}, usage: &store.Usage{}}, &ledger.Bill{Settlement: &store.Settlement{}})
+	c.keepReceipts(context.Background(), &Request{ID: "req_2"}, nil) // refused before any job: nothing at all
 	if settled != 1 || logs.String() != "" {
 		t.Errorf("%d bills settled, log %q; want 1, directly", settled, logs.String())
 	}

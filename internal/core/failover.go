@@ -1,7 +1,11 @@
-package gateway
+package core
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/shareai/shareai/internal/api"
 	"github.com/shareai/shareai/internal/fleet"
@@ -47,39 +51,84 @@ func continuation(req *protocol.Request, text string) *protocol.Request {
 // fail ends an answer that started but cannot be finished, and bills what was delivered: a
 // stream's text so far; nothing of an answer not streamed, whose buyer gets only the error
 // (the nodes that failed it are not paid either).
-func (g *Gateway) fail(c *call, t *try, sink relay.Sink, u *store.Usage, err error) error {
+func (c *Core) fail(ctx context.Context, r *Request, sink relay.Sink, err error) error {
+	u := r.usage
 	if werr := sink.Fail(err); werr == nil {
 		sink.Flush()
 	}
-	u.Outcome, u.Error, u.Duration, u.QueueTime = store.OutcomeError, err.Error(), g.cfg.Now().Sub(c.start), t.queued
-	parts := t.parts
+	u.Outcome, u.Error, u.Duration, u.QueueTime = store.OutcomeError, detail(err), c.cfg.Now().Sub(r.Start), r.queued
+	parts := r.parts
 	if !u.Stream {
 		parts = nil
 	}
-	bill := g.cfg.Ledger.Price(c.id, t.bounds, parts)
+	bill := c.price(r, parts)
 	u.PromptTokens, u.CompletionTokens = bill.PromptTokens, bill.CompletionTokens
-	t.billed = bill.PromptTokens + bill.CompletionTokens
-	g.keepReceipts(c, t, bill, u) // then settles
+	c.keepReceipts(ctx, r, bill) // then settles
 	return nil
 }
 
 // original returns the buyer's request, as it was before any continuation.
-func (t *try) original(req *protocol.Request) *protocol.Request {
-	if t.first == nil {
-		t.first = req
+func (r *Request) original(req *protocol.Request) *protocol.Request {
+	if r.first == nil {
+		r.first = req
 	}
-	return t.first
+	return r.first
 }
 
 // cutShort is the work of a node that failed mid-answer: the usage it reported, or else the
 // coordinator's (its prompt as estimated, and the tokens it delivered), never more than the
 // coordinator's count of what it delivered. A node that delivered nothing is paid nothing.
-func (g *Gateway) cutShort(t *try, st *relay.State, job *fleet.Job, res relay.Result) ledger.Work {
+func (c *Core) cutShort(r *Request, st *relay.State, job *fleet.Job, res relay.Result) ledger.Work {
 	u := res.Usage
 	if res.Delivered == 0 {
 		u = protocol.Usage{}
 	} else if u.PromptTokens == 0 {
-		u.PromptTokens = t.bounds.PromptEstimate
+		u.PromptTokens = r.bounds.PromptEstimate
 	}
-	return g.work(t, st, job, u, res.Pieces, res.Delivered, false)
+	return c.work(r, st, job, u, res.Pieces, res.Delivered, false)
+}
+
+// nodeError is a node's failure as a buyer may read it, with its cause for the log: of the
+// node's engine only its status is told (shown), never its words.
+type nodeError struct {
+	msg   string
+	cause error
+}
+
+func (e *nodeError) Error() string { return e.msg }
+func (e *nodeError) Unwrap() error { return e.cause }
+
+// nodeFailure is the failure of node, as what it did ("failed before answering"), and why.
+func nodeFailure(node, what string, err error) error {
+	return &nodeError{msg: fmt.Sprintf("node %s %s: %s", node, what, shown(err)), cause: err}
+}
+
+// shown is what a buyer is told of a node's failure: the coordinator's own errors (a node
+// gone, a stall, a preemption) as they are; of an error the node reported, only its engine's
+// status. A node's own words are a stranger's machine's: a stack trace, "CUDA out of memory",
+// a path. They are logged and kept in the usage record, for the provider.
+func shown(err error) string {
+	if err == nil {
+		return "no reason given"
+	}
+	if pe, ok := errors.AsType[*protocol.Error](err); ok {
+		if pe.Status > 0 {
+			return fmt.Sprintf("its engine failed with status %d", pe.Status)
+		}
+		return "the node reported an error"
+	}
+	if ne, ok := errors.AsType[*nodeError](err); ok {
+		return ne.msg
+	}
+	return err.Error()
+}
+
+// detail is err for the log and the usage record, which the provider reads: with the node's
+// own words, which the buyer is not shown.
+func detail(err error) string {
+	s := err.Error()
+	if pe, ok := errors.AsType[*protocol.Error](err); ok && !strings.Contains(s, pe.Message) {
+		s += " (the node said: " + pe.Message + ")"
+	}
+	return s
 }

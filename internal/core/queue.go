@@ -1,4 +1,4 @@
-package gateway
+package core
 
 import (
 	"context"
@@ -32,12 +32,12 @@ const recheckEvery = time.Second
 // handoff offers a slot about to be freed to the queue (fleet.SetHandoff), unless its node
 // is gone: the slots of a node whose connection ended free as its jobs fail. The waiters judge
 // it by its candidate, read once.
-func (g *Gateway) handoff(o *fleet.Offer) bool {
-	if g.queue.Empty() || o.Node.Gone() {
+func (c *Core) handoff(o *fleet.Offer) bool {
+	if c.queue.Empty() || o.Node.Gone() {
 		return false
 	}
-	c := freed(o)
-	return g.queue.Hand(o.Model, o, &c)
+	cand := freed(o)
+	return c.queue.Hand(o.Model, o, &cand)
 }
 
 // freed is the candidate of an offer one of whose slots is being freed, as a waiter would see
@@ -51,50 +51,50 @@ func freed(o *fleet.Offer) matcher.Candidate {
 // waitable says whether waiting may get the request a node of model: some node that fits it
 // is only busy, paused for now, or not verified yet; or every node serving it left a moment
 // ago (dropped connections come back within seconds).
-func (g *Gateway) waitable(model string, err error) bool {
+func (c *Core) waitable(model string, err error) bool {
 	np, ok := errors.AsType[*matcher.NoProvider](err)
 	if !ok {
 		return false
 	}
 	if np.Serving == 0 {
-		return g.servedRecently(model)
+		return c.servedRecently(model)
 	}
 	return np.Reasons[matcher.ReasonBusy]+np.Reasons[matcher.ReasonPaused]+np.Reasons[matcher.ReasonUnverified] > 0
 }
 
 // fits returns whether a slot about to be freed, by its candidate (freed), may go to a request:
 // the request would pick the node were the slot free, and the node's cost fits its hold.
-func (g *Gateway) fits(mreq matcher.Request, req *protocol.Request, t *try) func(*matcher.Candidate) bool {
+func (c *Core) fits(mreq matcher.Request, req *protocol.Request, r *Request) func(*matcher.Candidate) bool {
 	fit := matcher.NewFit(mreq)
-	return func(c *matcher.Candidate) bool {
-		return fit.Admits(c) && (t.held == 0 || g.maxCost(fleet.OfferOf(*c), req, t) <= t.held)
+	return func(cand *matcher.Candidate) bool {
+		return fit.Admits(cand) && (r.held == 0 || c.maxCost(fleet.OfferOf(*cand), req, r) <= r.held)
 	}
 }
 
 // wait queues the request for a slot of model, for which pick found every node that fits it
 // busy, and returns the candidate whose slot it got. pick looks for a free node again.
-func (g *Gateway) wait(ctx context.Context, c *call, t *try, model string, mreq matcher.Request, req *protocol.Request, pick func() (matcher.Candidate, error)) (matcher.Candidate, error) {
-	start := g.cfg.Now()
-	tk, err := g.queue.Join(model, c.key.ID, t.tier, t.continuing, g.fits(mreq, req, t), start)
+func (c *Core) wait(ctx context.Context, r *Request, model string, mreq matcher.Request, req *protocol.Request, pick func() (matcher.Candidate, error)) (matcher.Candidate, error) {
+	start := c.cfg.Now()
+	tk, err := c.queue.Join(model, r.queueKey(), r.tier, r.continuing, c.fits(mreq, req, r), start)
 	if err != nil {
-		g.cfg.Metrics.QueueWaited(t.tier.String(), "full", 0)
+		c.cfg.Metrics.QueueWaited(r.tier.String(), "full", 0)
 		return matcher.Candidate{}, queueFull(err)
 	}
-	g.cfg.Metrics.Queued(t.tier.String(), 1)
+	c.cfg.Metrics.Queued(r.tier.String(), 1)
 	result := "served"
 	defer func() {
-		waited := g.cfg.Now().Sub(start)
-		t.queued += waited
-		g.cfg.Metrics.Queued(t.tier.String(), -1)
-		g.cfg.Metrics.QueueWaited(t.tier.String(), result, waited.Seconds())
+		waited := c.cfg.Now().Sub(start)
+		r.queued += waited
+		c.cfg.Metrics.Queued(r.tier.String(), -1)
+		c.cfg.Metrics.QueueWaited(r.tier.String(), result, waited.Seconds())
 	}()
-	deadline := time.NewTimer(g.queue.Config().Timeout)
+	deadline := time.NewTimer(c.queue.Config().Timeout)
 	defer deadline.Stop()
 	recheck := time.NewTicker(recheckEvery)
 	defer recheck.Stop()
 	var preempted *fleet.Job // the bronze job this gold request stopped, until it ends
 	for {
-		changed := g.cfg.Fleet.Changed()
+		changed := c.cfg.Fleet.Changed()
 		// Look again once in line: a slot freed before the ticket joined is free now.
 		cand, err := pick()
 		if err == nil {
@@ -103,15 +103,15 @@ func (g *Gateway) wait(ctx context.Context, c *call, t *try, model string, mreq 
 			}
 			return cand, nil
 		}
-		if !g.waitable(model, err) {
+		if !c.waitable(model, err) {
 			if o, ok := tk.Leave(); ok {
 				return o.Candidate(), nil
 			}
 			result = "failed"
 			return matcher.Candidate{}, err
 		}
-		if t.tier == tier.Gold && (preempted == nil || preempted.Ended()) {
-			preempted = g.preempt(model, tk)
+		if r.tier == tier.Gold && (preempted == nil || preempted.Ended()) {
+			preempted = c.preempt(model, tk)
 		}
 		select {
 		case o := <-tk.Ready():
@@ -124,16 +124,16 @@ func (g *Gateway) wait(ctx context.Context, c *call, t *try, model string, mreq 
 			}
 			result = "timeout"
 			return matcher.Candidate{}, &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Code: api.CodeNoProviderAvailable, RetryAfter: 2,
-				Message: fmt.Sprintf("No node could take this request within %s in the queue (%v). Retry shortly.", g.queue.Config().Timeout, err)}
+				Message: fmt.Sprintf("No node could take this request within %s in the queue (%v). Retry shortly.", c.queue.Config().Timeout, err)}
 		case <-ctx.Done():
 			if o, ok := tk.Leave(); ok {
 				o.Release()
 			}
 			result = "gone"
 			if aborted(ctx) {
-				return matcher.Candidate{}, errShuttingDown
+				return matcher.Candidate{}, ErrShuttingDown
 			}
-			return matcher.Candidate{}, errBuyerGone
+			return matcher.Candidate{}, ErrBuyerGone
 		}
 	}
 }
@@ -172,20 +172,29 @@ func (b *bronzeJobs) running(j *fleet.Job) (done func()) {
 // preempt stops the newest bronze job of model on a node whose freed slot the waiting gold
 // request would take, and returns it; nil when there is none. Only jobs of nodes that continue
 // answers are preempted: the bronze answer must be able to go on where it stopped.
-func (g *Gateway) preempt(model string, tk *queue.Ticket[*fleet.Offer, *matcher.Candidate]) *fleet.Job {
-	g.bronze.mu.Lock()
-	defer g.bronze.mu.Unlock()
-	js := g.bronze.m[model]
+func (c *Core) preempt(model string, tk *queue.Ticket[*fleet.Offer, *matcher.Candidate]) *fleet.Job {
+	c.bronze.mu.Lock()
+	defer c.bronze.mu.Unlock()
+	js := c.bronze.m[model]
 	for i := len(js) - 1; i >= 0; i-- {
 		j := js[i]
 		if !j.Offer.Continues || j.Preempted() {
 			continue
 		}
-		if c := freed(j.Offer); tk.Fits(&c) && j.Preempt() {
-			g.cfg.Metrics.Preempted()
-			g.log.Info("preempted a bronze job for a gold request", logNode, j.Offer.Node.ID, "job", j.ID)
+		if cand := freed(j.Offer); tk.Fits(&cand) && j.Preempt() {
+			c.cfg.Metrics.Preempted()
+			c.log.Info("preempted a bronze job for a gold request", logNode, j.Offer.Node.ID, "job", j.ID)
 			return j
 		}
 	}
 	return nil
+}
+
+// queueKey is whom the queue's per-key bound counts the request against: its key, or its
+// account when it has none.
+func (r *Request) queueKey() string {
+	if r.Key != nil {
+		return r.Key.ID
+	}
+	return "account:" + r.Account
 }

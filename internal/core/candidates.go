@@ -1,4 +1,4 @@
-package gateway
+package core
 
 import (
 	"sync"
@@ -34,27 +34,27 @@ type candidateSnapshot struct {
 }
 
 // index returns the index of a model's candidates, as recent as candidateTTL.
-func (g *Gateway) index(model string) *matcher.Index {
-	now := g.cfg.Now()
-	g.cands.mu.Lock()
-	s, ok := g.cands.m[model]
-	g.cands.mu.Unlock()
+func (c *Core) index(model string) *matcher.Index {
+	now := c.cfg.Now()
+	c.cands.mu.Lock()
+	s, ok := c.cands.m[model]
+	c.cands.mu.Unlock()
 	if ok && now.Sub(s.at) < candidateTTL && !closed(s.changed) {
 		return s.index
 	}
-	changed := g.cfg.Fleet.Changed() // before the snapshot: a change after it invalidates it
-	s = candidateSnapshot{index: matcher.NewIndex(fleet.Candidates(g.cfg.Fleet.Offers(model))), at: now, changed: changed}
-	g.cands.mu.Lock()
-	if g.cands.m == nil {
-		g.cands.m = make(map[string]candidateSnapshot)
+	changed := c.cfg.Fleet.Changed() // before the snapshot: a change after it invalidates it
+	s = candidateSnapshot{index: matcher.NewIndex(fleet.Candidates(c.cfg.Fleet.Offers(model))), at: now, changed: changed}
+	c.cands.mu.Lock()
+	if c.cands.m == nil {
+		c.cands.m = make(map[string]candidateSnapshot)
 	}
 	if s.index.Len() == 0 {
-		delete(g.cands.m, model) // unknown names must not fill the map
+		delete(c.cands.m, model) // unknown names must not fill the map
 	} else {
-		g.cands.m[model] = s
-		g.cands.servedNow(model, now)
+		c.cands.m[model] = s
+		c.cands.servedNow(model, now)
 	}
-	g.cands.mu.Unlock()
+	c.cands.mu.Unlock()
 	return s.index
 }
 
@@ -75,11 +75,11 @@ func (c *candidates) servedNow(model string, now time.Time) {
 }
 
 // servedRecently reports whether some node served model within servedFor.
-func (g *Gateway) servedRecently(model string) bool {
-	g.cands.mu.Lock()
-	defer g.cands.mu.Unlock()
-	at, ok := g.cands.served[model]
-	return ok && g.cfg.Now().Sub(at) <= servedFor
+func (c *Core) servedRecently(model string) bool {
+	c.cands.mu.Lock()
+	defer c.cands.mu.Unlock()
+	at, ok := c.cands.served[model]
+	return ok && c.cfg.Now().Sub(at) <= servedFor
 }
 
 func closed(c <-chan struct{}) bool {

@@ -1,4 +1,4 @@
-package gateway
+package core
 
 import (
 	"cmp"
@@ -25,7 +25,7 @@ import (
 // keyRules applies the API key's rules: its routing preferences are the defaults of the
 // request's, and when it lists models, the request may use only those, and they are the
 // fallbacks of a request that names none.
-func (g *Gateway) keyRules(k *store.Key, model string, prefs matcher.Prefs, rt api.Routing) (matcher.Prefs, api.Routing, error) {
+func (c *Core) keyRules(k *store.Key, model string, prefs matcher.Prefs, rt api.Routing) (matcher.Prefs, api.Routing, error) {
 	if len(k.Routing) > 0 {
 		defaults, err := matcher.ParsePrefs(k.Routing)
 		if err != nil {
@@ -37,7 +37,7 @@ func (g *Gateway) keyRules(k *store.Key, model string, prefs matcher.Prefs, rt a
 		return prefs, rt, nil
 	}
 	for _, m := range append([]string{model}, rt.Models...) {
-		if base, _ := g.resolveModel(m); !slices.Contains(k.Models, m) && !slices.Contains(k.Models, base) {
+		if base, _ := c.resolveModel(m); !slices.Contains(k.Models, m) && !slices.Contains(k.Models, base) {
 			return prefs, rt, &api.Error{Status: http.StatusForbidden, Type: api.TypePermission, Param: "model", Code: api.CodeModelNotAllowed,
 				Message: fmt.Sprintf("This API key may use only these models: %s; not '%s'.", strings.Join(k.Models, ", "), m)}
 		}
@@ -62,10 +62,17 @@ func modelsToTry(model string, fallbacks []string) []string {
 // Model suffixes that choose a sort, as OpenRouter's do.
 var sortSuffixes = map[string]string{":floor": "price", ":nitro": "throughput"}
 
+// ResolveModel returns the model a request for model looks for: model without a sort suffix
+// (resolveModel).
+func (c *Core) ResolveModel(model string) string {
+	base, _ := c.resolveModel(model)
+	return base
+}
+
 // resolveModel returns the model to look for and the sort its suffix asks for: "m:floor" is
 // m sorted by price unless a model is really named "m:floor".
-func (g *Gateway) resolveModel(model string) (string, string) {
-	if g.index(model).Len() > 0 {
+func (c *Core) resolveModel(model string) (string, string) {
+	if c.index(model).Len() > 0 {
 		return model, ""
 	}
 	for suffix, sort := range sortSuffixes {
@@ -81,28 +88,30 @@ func (g *Gateway) resolveModel(model string) (string, string) {
 // is busy, it waits in the queue for the first model with busy nodes; the request it returns
 // is the one it sent, naming the model that serves (req itself is never changed: a job sent
 // earlier may still be reading it). When no node can take it, the hold is voided, unless the
-// answer has started (t.continuing): the caller then bills what was delivered.
-func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, t *try) (*fleet.Job, *protocol.Request, error) {
+// answer has started (r.continuing): the caller then bills what was delivered.
+func (c *Core) dispatch(ctx context.Context, r *Request, req *protocol.Request) (*fleet.Job, *protocol.Request, error) {
 	var lastErr error
-	for t.canRetry() {
-		cand, model, err := g.pick(ctx, c, req, t)
+	for r.canRetry() {
+		cand, model, err := c.pick(ctx, r, req)
 		if err != nil {
-			if t.held > 0 && !t.continuing {
-				g.voidHold(ctx, c, req, "no node could take the request")
+			if r.held > 0 && !r.continuing {
+				c.voidHold(ctx, r, "no node could take the request")
 			}
 			return nil, nil, err
 		}
 		offer := fleet.OfferOf(cand)
-		g.cfg.Metrics.Matched()
-		if t.held == 0 {
-			if err := g.hold(ctx, c, req, t, offer); err != nil {
+		if r.Offer == nil {
+			c.cfg.Metrics.Matched()
+		}
+		if r.held == 0 {
+			if err := c.hold(ctx, r, req, offer); err != nil {
 				offer.Release()
 				return nil, nil, err
 			}
 		}
-		t.jobs++
-		t.fruitless++
-		t.avoid[offer.Node.ID] = true
+		r.jobs++
+		r.fruitless++
+		r.avoid[offer.Node.ID] = true
 		sent := req
 		if req.Model != model {
 			// A fallback model: a new request, since a job already sent may still hold req.
@@ -110,13 +119,13 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 			r.Model = model
 			sent = &r
 		}
-		jctx, jspan := g.startJob(ctx, offer, sent, t)
-		job, err := g.cfg.Fleet.Dispatch(jctx, offer, sent)
+		jctx, jspan := c.startJob(ctx, offer, sent, r)
+		job, err := c.cfg.Fleet.Dispatch(jctx, offer, sent)
 		if err == nil {
-			t.ask, t.span = g.askOf(offer, t), jspan
-			if !t.paused.IsZero() {
-				g.cfg.Metrics.Resumed(g.cfg.Now().Sub(t.paused).Seconds())
-				t.paused = time.Time{}
+			r.ask, r.span = c.askOf(offer, r), jspan
+			if !r.paused.IsZero() {
+				c.cfg.Metrics.Resumed(c.cfg.Now().Sub(r.paused).Seconds())
+				r.paused = time.Time{}
 			}
 			return job, sent, nil
 		}
@@ -126,47 +135,50 @@ func (g *Gateway) dispatch(ctx context.Context, c *call, req *protocol.Request, 
 		if offer.Node.Gone() {
 			// It dropped between the pick and the job: no attempt spent, and once back it
 			// is as good as any node.
-			t.fruitless--
-			delete(t.avoid, offer.Node.ID)
+			r.fruitless--
+			delete(r.avoid, offer.Node.ID)
 		}
 	}
-	if t.held > 0 && !t.continuing {
+	if r.held > 0 && !r.continuing {
 		// Nothing was delivered. (An answer cut short is billed for what it delivered: the
 		// caller settles the hold.)
-		g.voidHold(ctx, c, req, "no node could take the request")
+		c.voidHold(ctx, r, "no node could take the request")
 	}
-	t.failure = cmp.Or(lastErr, t.failure)
-	return nil, nil, g.noneLeft(t)
+	r.failure = cmp.Or(lastErr, r.failure)
+	return nil, nil, c.noneLeft(r)
 }
 
 // pick takes a slot for the request on the best node of the first of its models that has one
 // free, and returns it with that model; the models before it, which no node could take, are
 // not tried again. When every node that fits is busy, it waits in the queue of the first model
 // whose nodes are. An answer already started is continued by its own model or not at all.
-func (g *Gateway) pick(ctx context.Context, c *call, req *protocol.Request, t *try) (matcher.Candidate, string, error) {
-	s := g.scan(ctx, c, req, t)
+func (c *Core) pick(ctx context.Context, r *Request, req *protocol.Request) (matcher.Candidate, string, error) {
+	if r.Offer != nil {
+		return r.Offer.Candidate(), r.Offer.Model, nil // its slot taken by the caller
+	}
+	s := c.scan(ctx, r, req)
 	if s.err == nil {
 		return s.cand, s.model, nil
 	}
 	if s.waitOn < 0 {
-		if t.continuing {
-			t.failure = addFailure(t.failure, s.err)
+		if r.continuing {
+			r.failure = addFailure(r.failure, s.err)
 		}
-		if t.jobs == 0 {
+		if r.jobs == 0 {
 			return matcher.Candidate{}, "", s.refusal
 		}
-		return matcher.Candidate{}, "", g.noneLeft(t)
+		return matcher.Candidate{}, "", c.noneLeft(r)
 	}
-	t.models = t.models[s.waitOn:]
+	r.models = r.models[s.waitOn:]
 	model := s.waitModel
-	cand, err := g.wait(ctx, c, t, model, s.waitReq, req, func() (matcher.Candidate, error) { return g.take(ctx, c, s.waitReq, g.index(model), req, t) })
+	cand, err := c.wait(ctx, r, model, s.waitReq, req, func() (matcher.Candidate, error) { return c.take(ctx, r, s.waitReq, c.index(model), req) })
 	if _, ok := errors.AsType[*matcher.NoProvider](err); ok {
 		// The nodes changed while it waited: none that fits is busy any more.
-		if t.jobs == 0 {
-			return matcher.Candidate{}, "", noNode(model, g.index(model).Len(), err)
+		if r.jobs == 0 {
+			return matcher.Candidate{}, "", noNode(model, c.index(model).Len(), err)
 		}
-		t.failure = addFailure(t.failure, err)
-		return matcher.Candidate{}, "", g.noneLeft(t)
+		r.failure = addFailure(r.failure, err)
+		return matcher.Candidate{}, "", c.noneLeft(r)
 	}
 	return cand, model, err
 }
@@ -184,30 +196,30 @@ type scanned struct {
 
 // scan tries the request's models in order for a node with a free slot; the models before the
 // one that has it are not tried again.
-func (g *Gateway) scan(ctx context.Context, c *call, req *protocol.Request, t *try) scanned {
+func (c *Core) scan(ctx context.Context, r *Request, req *protocol.Request) scanned {
 	s := scanned{waitOn: -1}
-	for i, name := range t.models {
-		model, sort := g.resolveModel(name)
-		ix := g.index(model)
-		mreq := g.matchRequest(t, model, sort)
-		mspan := g.startMatch(ctx, model, ix.Len())
-		cand, err := g.take(ctx, c, mreq, ix, req, t)
+	for i, name := range r.models {
+		model, sort := c.resolveModel(name)
+		ix := c.index(model)
+		mreq := c.matchRequest(r, model, sort)
+		mspan := c.startMatch(ctx, model, ix.Len())
+		cand, err := c.take(ctx, r, mreq, ix, req)
 		endMatch(mspan, cand, err)
 		if err == nil {
-			t.models = t.models[i:]
+			r.models = r.models[i:]
 			return scanned{cand: cand, model: model}
 		}
 		if np, ok := errors.AsType[*matcher.NoProvider](err); ok {
-			g.cfg.Metrics.NoProvider(np.Reasons)
+			c.cfg.Metrics.NoProvider(np.Reasons)
 		}
 		s.err = err
 		if s.refusal == nil {
 			s.refusal = noNode(model, ix.Len(), err)
 		}
-		if s.waitOn < 0 && g.waitable(model, err) {
+		if s.waitOn < 0 && c.waitable(model, err) {
 			s.waitOn, s.waitModel, s.waitReq = i, model, mreq
 		}
-		if t.continuing {
+		if r.continuing {
 			break
 		}
 	}
@@ -223,27 +235,27 @@ func addFailure(failure, err error) error {
 }
 
 // noneLeft is the error of a request no node is left to take, after some failed it.
-func (g *Gateway) noneLeft(t *try) error {
+func (c *Core) noneLeft(r *Request) error {
 	msg := "no node is left to try"
-	if t.failure != nil {
-		msg = t.failure.Error()
+	if r.failure != nil {
+		msg = r.failure.Error()
 	}
 	return &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Code: api.CodeNoProviderAvailable,
-		Message: fmt.Sprintf("No node could take this request: %s. Retry shortly.", msg)}
+		Message: fmt.Sprintf("No node could take this request: %s. Retry shortly.", msg), Cause: r.failure}
 }
 
 // matchRequest is what the matcher decides a request's node on, for one of its models.
-func (g *Gateway) matchRequest(t *try, model, sort string) matcher.Request {
-	prefs := t.prefs
-	if sort != "" && t.requestSort == "" {
+func (c *Core) matchRequest(r *Request, model, sort string) matcher.Request {
+	prefs := r.prefs
+	if sort != "" && r.requestSort == "" {
 		prefs.Sort = sort // the model's suffix wins over a key's default sort
 	}
-	if t.session != "" && len(prefs.Order) == 0 {
+	if r.session != "" && len(prefs.Order) == 0 {
 		// Affinity: the node the session used last comes first while it is eligible.
-		prefs.Order = []string{t.session}
+		prefs.Order = []string{r.session}
 	}
-	return matcher.Request{Model: model, Prefs: prefs, Excluded: t.avoid, Continuation: t.continuing,
-		Tier: t.tier, Multiplier: g.cfg.TierPrices.Of(t.tier)}
+	return matcher.Request{Model: model, Prefs: prefs, Excluded: r.avoid, Continuation: r.continuing,
+		Tier: r.tier, Multiplier: c.cfg.TierPrices.Of(r.tier)}
 }
 
 // match takes a slot on the best node for mreq among ix's, or says why none has one free.
@@ -254,27 +266,51 @@ func match(mreq matcher.Request, ix *matcher.Index) (matcher.Candidate, error) {
 	return matcher.Match(mreq, ix.Candidates()).Pick()
 }
 
-// hold reserves the most the request may cost on the node picked.
-func (g *Gateway) hold(ctx context.Context, c *call, req *protocol.Request, t *try, offer *fleet.Offer) error {
-	t.bounds.CompletionTokens = g.cfg.Ledger.CompletionBound(req.MaxTokens, offer.ContextLength)
-	amount := g.maxCost(offer, req, t)
+// hold reserves the most the request may cost on the node picked, funding the account first
+// when it is short and the request says how (Request.Fund). An unbilled request holds nothing.
+func (c *Core) hold(ctx context.Context, r *Request, req *protocol.Request, offer *fleet.Offer) error {
+	if r.Unbilled {
+		return nil
+	}
+	r.bounds.CompletionTokens = c.cfg.Ledger.CompletionBound(req.MaxTokens, offer.ContextLength)
+	amount := c.maxCost(offer, req, r)
 	// A hold once queued commits whether or not the request is still there: wait for it, and
 	// void it when the request ended meanwhile, so that none is left open.
-	if err := g.cfg.Ledger.Hold(context.WithoutCancel(ctx), c.id, c.key, amount); err != nil {
+	err := c.cfg.Ledger.Hold(context.WithoutCancel(ctx), r.ID, r.payer(), amount)
+	if _, short := errors.AsType[*store.LimitError](err); short && r.Fund != nil {
+		switch ferr := r.Fund(ctx, amount); {
+		case errors.Is(ferr, ErrUnfunded):
+			r.Unbilled = true
+			return nil
+		case ferr != nil:
+			return fmt.Errorf("fund the hold: %w", ferr)
+		}
+		err = c.cfg.Ledger.Hold(context.WithoutCancel(ctx), r.ID, r.payer(), amount)
+	}
+	if err != nil {
 		return holdError(err)
 	}
-	t.held = max(amount, 1)
+	r.held = max(amount, 1)
 	if ctx.Err() != nil {
-		g.voidHold(ctx, c, req, "the request ended before a node took it")
+		c.voidHold(ctx, r, "the request ended before a node took it")
 		if aborted(ctx) {
-			return errShuttingDown
+			return ErrShuttingDown
 		}
-		return errBuyerGone
+		return ErrBuyerGone
 	}
-	if g.tracing {
-		c.span.AddEvent("hold", trace.WithAttributes(tracing.HoldNanos.Int64(int64(amount))))
+	if c.tracing {
+		trace.SpanFromContext(ctx).AddEvent("hold", trace.WithAttributes(tracing.HoldNanos.Int64(int64(amount))))
 	}
 	return nil
+}
+
+// payer is the key a hold is placed on: the request's, or for an account paying directly
+// one of no key (no key's caps apply).
+func (r *Request) payer() *store.Key {
+	if r.Key != nil {
+		return r.Key
+	}
+	return &store.Key{AccountID: r.Account}
 }
 
 // take takes a slot on the best node for mreq among ix's. Once a hold is placed, a node
@@ -282,45 +318,45 @@ func (g *Gateway) hold(ctx context.Context, c *call, req *protocol.Request, t *t
 // as a card's incremental authorization: a retry is never refused only because the first
 // choice was the cheapest. When the buyer's limits refuse the raise, the slot is freed and
 // this and later attempts take only nodes whose cost fits the hold.
-func (g *Gateway) take(ctx context.Context, c *call, mreq matcher.Request, ix *matcher.Index, req *protocol.Request, t *try) (matcher.Candidate, error) {
-	if t.held > 0 && t.holdFixed {
-		return g.matchWithin(mreq, ix, req, t)
+func (c *Core) take(ctx context.Context, r *Request, mreq matcher.Request, ix *matcher.Index, req *protocol.Request) (matcher.Candidate, error) {
+	if r.held > 0 && r.holdFixed {
+		return c.matchWithin(mreq, ix, req, r)
 	}
 	cand, err := match(mreq, ix)
-	if err != nil || t.held == 0 || cand.Slot == nil {
+	if err != nil || r.held == 0 || cand.Slot == nil {
 		return cand, err
 	}
-	cost := g.maxCost(fleet.OfferOf(cand), req, t)
-	if cost <= t.held {
+	cost := c.maxCost(fleet.OfferOf(cand), req, r)
+	if cost <= r.held {
 		return cand, nil
 	}
-	if err := g.cfg.Ledger.Raise(context.WithoutCancel(ctx), c.id, cost); err != nil {
+	if err := c.cfg.Ledger.Raise(context.WithoutCancel(ctx), r.ID, cost); err != nil {
 		fleet.OfferOf(cand).Release()
 		if _, ok := errors.AsType[*store.LimitError](err); !ok {
-			g.log.Error("raise hold", logRequestID, c.id, "err", err)
+			c.log.Error("raise hold", logRequestID, r.ID, "err", err)
 		}
-		t.holdFixed = true
-		return g.matchWithin(mreq, ix, req, t)
+		r.holdFixed = true
+		return c.matchWithin(mreq, ix, req, r)
 	}
-	t.held = cost
-	if g.tracing {
-		c.span.AddEvent("hold raised", trace.WithAttributes(tracing.HoldNanos.Int64(int64(cost))))
+	r.held = cost
+	if c.tracing {
+		trace.SpanFromContext(ctx).AddEvent("hold raised", trace.WithAttributes(tracing.HoldNanos.Int64(int64(cost))))
 	}
 	return cand, nil
 }
 
 // matchWithin is match among the nodes whose cost fits the request's hold.
-func (g *Gateway) matchWithin(mreq matcher.Request, ix *matcher.Index, req *protocol.Request, t *try) (matcher.Candidate, error) {
-	cands := slices.DeleteFunc(slices.Clone(ix.Candidates()), func(c matcher.Candidate) bool { return g.maxCost(fleet.OfferOf(c), req, t) > t.held })
+func (c *Core) matchWithin(mreq matcher.Request, ix *matcher.Index, req *protocol.Request, r *Request) (matcher.Candidate, error) {
+	cands := slices.DeleteFunc(slices.Clone(ix.Candidates()), func(cand matcher.Candidate) bool { return c.maxCost(fleet.OfferOf(cand), req, r) > r.held })
 	return matcher.Match(mreq, cands).Pick()
 }
 
 // voidHold closes the request's hold without charge, recording why in its usage.
-func (g *Gateway) voidHold(ctx context.Context, c *call, req *protocol.Request, why string) {
-	u := &store.Usage{RequestID: c.id, AccountID: c.key.AccountID, KeyID: c.key.ID, Model: req.Model, Endpoint: req.Kind,
-		Outcome: store.OutcomeError, Error: why, CreatedAt: c.start}
-	if err := g.cfg.Ledger.Void(context.WithoutCancel(ctx), c.id, u); err != nil {
-		g.log.Error("void hold", logRequestID, c.id, "err", err)
+func (c *Core) voidHold(ctx context.Context, r *Request, why string) {
+	u := &store.Usage{RequestID: r.ID, AccountID: r.Account, KeyID: r.usage.KeyID, Model: r.Job.Model, Endpoint: r.Job.Kind,
+		Outcome: store.OutcomeError, Error: why, CreatedAt: r.Start}
+	if err := c.cfg.Ledger.Void(context.WithoutCancel(ctx), r.ID, u); err != nil {
+		c.log.Error("void hold", logRequestID, r.ID, "err", err)
 	}
 }
 
@@ -341,16 +377,19 @@ func noNode(model string, serving int, err error) error {
 }
 
 // askOf is what the request pays per million tokens on an offer: its ask at the request's tier.
-func (g *Gateway) askOf(o *fleet.Offer, t *try) ledger.Ask {
-	m := g.cfg.TierPrices
-	return ledger.Ask{Input: m.Price(money.Price(o.InputPrice), t.tier), Output: m.Price(money.Price(o.OutputPrice), t.tier)}
+func (c *Core) askOf(o *fleet.Offer, r *Request) ledger.Ask {
+	if r.Ask != nil {
+		return *r.Ask
+	}
+	m := c.cfg.TierPrices
+	return ledger.Ask{Input: m.Price(money.Price(o.InputPrice), r.tier), Output: m.Price(money.Price(o.OutputPrice), r.tier)}
 }
 
 // maxCost is the most the request may cost on an offer, fee included.
-func (g *Gateway) maxCost(o *fleet.Offer, req *protocol.Request, t *try) money.Nanos {
-	b := t.bounds
-	b.CompletionTokens = g.cfg.Ledger.CompletionBound(req.MaxTokens, o.ContextLength)
-	return g.cfg.Ledger.MaxCost(g.askOf(o, t), b)
+func (c *Core) maxCost(o *fleet.Offer, req *protocol.Request, r *Request) money.Nanos {
+	b := r.bounds
+	b.CompletionTokens = c.cfg.Ledger.CompletionBound(req.MaxTokens, o.ContextLength)
+	return c.cfg.Ledger.MaxCost(c.askOf(o, r), b)
 }
 
 // holdError turns a refused hold into the buyer's 402.

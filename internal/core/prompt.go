@@ -1,4 +1,4 @@
-package gateway
+package core
 
 import (
 	"bytes"
@@ -101,30 +101,30 @@ func readPrompt(req *protocol.Request) promptText {
 // engine) is taken without decoding the messages: their JSON has no more words than their
 // texts, but for a few keys a message, which the slack per message outweighs. Else the
 // messages are decoded and counted, once a request.
-func (g *Gateway) checkPrompt(t *try, model string, claim, extra int) meter.Verdict {
-	req := t.prompt
-	if t.promptWords < 0 {
-		t.promptWords = promptSlack + meter.Words(string(req.Messages)) + meter.Words(req.Prompt)
+func (c *Core) checkPrompt(r *Request, model string, claim, extra int) meter.Verdict {
+	req := r.Job
+	if r.promptWords < 0 {
+		r.promptWords = promptSlack + meter.Words(string(req.Messages)) + meter.Words(req.Prompt)
 		if len(req.Tools) > 0 {
-			t.promptWords += promptSlackTools + 2*meter.Words(string(req.Tools))
+			r.promptWords += promptSlackTools + 2*meter.Words(string(req.Tools))
 		}
 	}
-	if claim <= t.promptWords+extra {
+	if claim <= r.promptWords+extra {
 		return meter.Verdict{Billed: claim}
 	}
-	if t.promptBound < 0 {
+	if r.promptBound < 0 {
 		p := readPrompt(req)
-		t.promptMedia = p.media > 0
-		t.promptBound = promptSlack + promptPerMessage*p.messages
+		r.promptMedia = p.media > 0
+		r.promptBound = promptSlack + promptPerMessage*p.messages
 		if p.tools != "" {
-			t.promptBound += promptSlackTools + 2*g.meter.Bound(model, p.tools)
+			r.promptBound += promptSlackTools + 2*c.meter.Bound(model, p.tools)
 		}
 		for _, s := range p.texts {
-			t.promptBound += g.meter.Bound(model, s)
+			r.promptBound += c.meter.Bound(model, s)
 		}
 	}
-	if t.promptMedia {
+	if r.promptMedia {
 		return meter.Verdict{Billed: claim}
 	}
-	return g.meter.Check(model, claim, t.promptBound+extra) // the bound as special: no text to count
+	return c.meter.Check(model, claim, r.promptBound+extra) // the bound as special: no text to count
 }

@@ -1,0 +1,188 @@
+package core
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/shareai/shareai/internal/ledger"
+	"github.com/shareai/shareai/internal/receipt"
+	"github.com/shareai/shareai/internal/store"
+)
+
+// keepReceipts hands the receipts of a request's jobs, those whose end frame has come, to the
+// notary, which countersigns and stores them, then queues the request's bill (nil: nothing to
+// settle), so that a request's receipts are stored before its usage row. A job whose end comes
+// later (one cancelled after a stall) goes without a receipt. An unbilled request keeps
+// nothing: its jobs earn nothing, and no usage of it is recorded.
+func (c *Core) keepReceipts(ctx context.Context, r *Request, bill *ledger.Bill) {
+	r.ended.Store(true) // a checkpoint still queued says less than this
+	if r.Unbilled {
+		return
+	}
+	u := r.usage
+	traceBill(trace.SpanFromContext(ctx), bill, len(r.ran))
+	var jobs []jobReceipt
+	for _, j := range r.ran {
+		if signed, saw, ok := j.Receipt(); ok {
+			jobs = append(jobs, jobReceipt{signed, saw})
+		}
+	}
+	if len(jobs) == 0 {
+		// No receipt to wait for: an agent older than receipts, or no job ended.
+		if bill != nil {
+			c.notary.settle(bill, u)
+		}
+		return
+	}
+	c.notary.queue(&notarized{requestID: r.ID, jobs: jobs, bill: bill, usage: u})
+}
+
+// jobReceipt is a node's signed receipt of a job, and what the coordinator saw of the job.
+type jobReceipt struct {
+	signed json.RawMessage
+	saw    receipt.Expected
+}
+
+// notarized is one request's receipts, to countersign and store before its bill is settled.
+type notarized struct {
+	requestID string
+	jobs      []jobReceipt
+	bill      *ledger.Bill // nil: nothing to settle
+	usage     *store.Usage
+}
+
+// maxNotaryBatch bounds the requests whose receipts are stored in one transaction.
+const maxNotaryBatch = 256
+
+// notary countersigns jobs' receipts and stores them, on its own goroutine: the checks and
+// signatures (two ed25519 operations a job) and the database write stay off the buyers'
+// requests. Under load many requests' receipts share one transaction; then the requests' bills
+// go to the ledger's settlement queue, so a request's receipts are stored before its usage row.
+//
+// A receipt whose node signature fails, or whose claim differs from what the coordinator saw
+// (receipt.Countersign's checks), is not countersigned nor stored: it is logged as a warning
+// with the node and the differences, and the node is flagged in the request's settlement,
+// which counts one more over-claim against it (store.Node.Overclaims; reputation, planned,
+// will weigh it).
+//
+// Receipts queued and not yet stored are lost in a crash, with the bills queued after them
+// (whose holds the next start recovers): receipts are a record for buyers, not money.
+type notary struct {
+	key    ed25519.PrivateKey
+	store  store.Store
+	settle func(*ledger.Bill, *store.Usage) // the ledger's SettleLater
+	log    *slog.Logger
+	now    func() time.Time
+	in     chan *notarized
+
+	mu     sync.RWMutex // guards closed against queue racing close
+	closed bool
+	done   chan struct{}
+}
+
+func newNotary(key ed25519.PrivateKey, st store.Store, settle func(*ledger.Bill, *store.Usage), log *slog.Logger, now func() time.Time) *notary {
+	n := &notary{key: key, store: st, settle: settle, log: log, now: now,
+		in: make(chan *notarized, 4*maxNotaryBatch), done: make(chan struct{})}
+	go n.run()
+	return n
+}
+
+// queue hands a request's receipts to the notary and returns at once. Once the notary has
+// closed, the receipts are dropped (logged) and the bill goes to the ledger at once.
+func (n *notary) queue(item *notarized) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	if n.closed {
+		n.log.Warn("receipts not stored: the coordinator is shutting down", logRequestID, item.requestID, "receipts", len(item.jobs))
+		if item.bill != nil {
+			n.settle(item.bill, item.usage)
+		}
+		return
+	}
+	n.in <- item
+}
+
+// close stores what is queued, hands the bills on, and stops. Call it before the ledger's Close.
+func (n *notary) close() {
+	n.mu.Lock()
+	if !n.closed {
+		n.closed = true
+		close(n.in)
+	}
+	n.mu.Unlock()
+	<-n.done
+}
+
+func (n *notary) run() {
+	defer close(n.done)
+	batch := make([]*notarized, 0, maxNotaryBatch)
+	for item := range n.in {
+		batch = append(batch[:0], item)
+	drain:
+		for len(batch) < maxNotaryBatch {
+			select {
+			case item, ok := <-n.in:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, item)
+			default:
+				break drain
+			}
+		}
+		n.commit(batch)
+	}
+}
+
+// commit countersigns and stores a batch of requests' receipts in one transaction, then queues
+// their bills.
+func (n *notary) commit(batch []*notarized) {
+	var rs []*store.Receipt
+	for _, item := range batch {
+		for _, j := range item.jobs {
+			rec, err := n.countersign(item.requestID, j)
+			if err != nil {
+				n.log.Warn("node's receipt refused: not countersigned", logRequestID, item.requestID, logNode, j.saw.NodeID,
+					"job", j.saw.JobID, "err", err)
+				if item.bill != nil && !slices.Contains(item.bill.Settlement.Flagged, j.saw.NodeID) {
+					item.bill.Settlement.Flagged = append(item.bill.Settlement.Flagged, j.saw.NodeID)
+				}
+				continue
+			}
+			rs = append(rs, rec)
+		}
+	}
+	if err := n.store.InsertReceipts(context.Background(), rs); err != nil {
+		n.log.Error("store receipts", "receipts", len(rs), "err", err)
+	}
+	for _, item := range batch {
+		if item.bill != nil {
+			n.settle(item.bill, item.usage)
+		}
+	}
+}
+
+// countersign checks a node's receipt against what the coordinator saw and countersigns it for
+// the request.
+func (n *notary) countersign(requestID string, j jobReceipt) (*store.Receipt, error) {
+	var s receipt.Signed
+	if err := json.Unmarshal(j.signed, &s); err != nil {
+		return nil, fmt.Errorf("not a signed receipt: %w", err)
+	}
+	if err := receipt.Countersign(n.key, &s, j.saw, requestID, n.now()); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(&s)
+	if err != nil {
+		return nil, fmt.Errorf("encode receipt: %w", err)
+	}
+	return &store.Receipt{RequestID: requestID, JobID: j.saw.JobID, NodeID: j.saw.NodeID, Signed: b, CreatedAt: j.saw.Sent}, nil
+}
