@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/shareai/shareai/internal/ops"
 	"github.com/shareai/shareai/internal/store"
 )
 
@@ -65,18 +66,17 @@ func needReason(fs *flag.FlagSet, reason *string, stderr io.Writer) error {
 	return nil
 }
 
-// findNode finds a node by id, refusing unknown ones.
-func findNode(ctx context.Context, st store.Store, id string) (*store.Node, error) {
-	n, err := st.Node(ctx, id)
+// nodeError explains an operation's error about a node given on the command line.
+func nodeError(id string, err error) error {
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("no node %q: give a node's id (node_…), as 'shareai provider status' or the console shows it", id)
+		return fmt.Errorf("no node %q: give a node's id (node_…), as 'shareai provider status' or the console shows it", id)
 	}
-	return n, err
+	return err
 }
 
-// levels an operator sets with 'admin node level'; suspension has its own command, as it also
-// claws back earnings.
-var settableLevels = []string{store.LevelNew, store.LevelVerified, store.LevelTrusted, store.LevelQuarantined}
+// notLive says, after a level change, that this process reaches no live fleet (on stderr,
+// beside the change on stdout).
+const notLive = "A running coordinator gives the node its new level within a minute (when its prober next scores the nodes)."
 
 func adminNodeLevel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("admin node level", flag.ContinueOnError)
@@ -88,8 +88,9 @@ func adminNodeLevel(ctx context.Context, args []string, stdout, stderr io.Writer
 trusted (a good record), or quarantined (no live traffic, still probed). To suspend a cheat,
 use 'shareai admin node suspend', which also claws back its pending earnings.
 
-The change and its reason are recorded in the audit log ('shareai admin audit'). A running
-coordinator picks up level changes from the database within a minute.
+The change and its reason are recorded in the audit log ('shareai admin audit'), in the same
+transaction. This command reaches only the database: a running coordinator picks up level
+changes from it within a minute (the console's admin page applies them at once).
 
 Usage: shareai admin node level NODE new|verified|trusted|quarantined --reason TEXT [--actor NAME]`, 2, 2)
 	if err != nil {
@@ -102,28 +103,20 @@ Usage: shareai admin node level NODE new|verified|trusted|quarantined --reason T
 	if level == store.LevelSuspended {
 		return fmt.Errorf("to suspend node %s, use 'shareai admin node suspend %s --reason …': it also claws back its pending earnings", pos[0], pos[0])
 	}
-	if !slices.Contains(settableLevels, level) {
-		return fmt.Errorf("level %q: want one of %s", level, strings.Join(settableLevels, ", "))
+	if !slices.Contains(ops.SettableLevels, level) {
+		return fmt.Errorf("level %q: want one of %s", level, strings.Join(ops.SettableLevels, ", "))
 	}
 	st, err := db.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	n, err := findNode(ctx, st, pos[0])
+	res, err := ops.SetNodeLevel(ctx, st, nil, level, ops.Decision{NodeID: pos[0], Reason: *reason, Actor: auditActor(*actor), At: time.Now()})
 	if err != nil {
-		return err
+		return nodeError(pos[0], err)
 	}
-	now := time.Now()
-	if err := st.SetNodeLevel(ctx, n.ID, level, *reason, now); err != nil {
-		return err
-	}
-	change := n.Level + " → " + level
-	if err := st.AddAudit(ctx, &store.AuditEntry{At: now, Actor: auditActor(*actor), Action: "node.level", Target: n.ID,
-		Detail: change + ": " + *reason}); err != nil {
-		return fmt.Errorf("the level is set, but recording it in the audit log: %w", err)
-	}
-	fmt.Fprintf(stdout, "Node %s (%s): %s (%s).\n", n.ID, n.Name, change, *reason)
+	fmt.Fprintf(stdout, "Node %s (%s): %s → %s (%s).\n", res.Node.ID, res.Node.Name, res.From, res.To, *reason)
+	fmt.Fprintln(stderr, notLive)
 	return nil
 }
 
@@ -137,8 +130,10 @@ func adminNodeSuspend(ctx context.Context, args []string, stdout, stderr io.Writ
 go back to the buyers who paid them, with the platform's fee on them. Earnings already
 released to its provider are not touched.
 
-The suspension and the clawback are recorded in the audit log ('shareai admin audit'). A
-running coordinator picks up level changes from the database within a minute.
+The suspension, the clawback and their audit log entries ('shareai admin audit') are one
+transaction: if it fails, nothing is changed, and the suspension can be run again. This
+command reaches only the database: a running coordinator picks up level changes from it
+within a minute (the console's admin page applies them at once).
 
 Usage: shareai admin node suspend NODE --reason TEXT [--actor NAME]`, 1, 1)
 	if err != nil {
@@ -152,30 +147,13 @@ Usage: shareai admin node suspend NODE --reason TEXT [--actor NAME]`, 1, 1)
 		return err
 	}
 	defer st.Close()
-	n, err := findNode(ctx, st, pos[0])
+	res, err := ops.SuspendNode(ctx, st, nil, ops.Decision{NodeID: pos[0], Reason: *reason, Actor: auditActor(*actor), At: time.Now()})
 	if err != nil {
-		return err
+		return nodeError(pos[0], err)
 	}
-	now := time.Now()
-	who := auditActor(*actor)
-	if err := st.SetNodeLevel(ctx, n.ID, store.LevelSuspended, *reason, now); err != nil {
-		return err
-	}
-	if err := st.AddAudit(ctx, &store.AuditEntry{At: now, Actor: who, Action: "node.suspend", Target: n.ID,
-		Detail: n.Level + " → " + store.LevelSuspended + ": " + *reason}); err != nil {
-		return fmt.Errorf("node %s is suspended, but recording it in the audit log: %w", n.ID, err)
-	}
-	fmt.Fprintf(stdout, "Node %s (%s): %s → %s (%s).\n", n.ID, n.Name, n.Level, store.LevelSuspended, *reason)
-	ref := fmt.Sprintf("suspend:%s:%d", n.ID, now.UnixMilli())
-	amount, err := st.ClawBack(ctx, n.ID, ref, now)
-	if err != nil {
-		return fmt.Errorf("node %s is suspended, but clawing back its pending earnings: %w (run the suspension again to retry)", n.ID, err)
-	}
-	if err := st.AddAudit(ctx, &store.AuditEntry{At: now, Actor: who, Action: "clawback", Target: n.ID,
-		Detail: fmt.Sprintf("$%s returned to buyers (ref %s)", amount, ref)}); err != nil {
-		return fmt.Errorf("$%s clawed back from node %s, but recording it in the audit log: %w", amount, n.ID, err)
-	}
-	fmt.Fprintf(stdout, "Clawed back $%s: the node's pending earnings, returned to the buyers who paid them with the platform's fee on them (ref %s).\n", amount, ref)
+	fmt.Fprintf(stdout, "Node %s (%s): %s → %s (%s).\n", res.Node.ID, res.Node.Name, res.From, res.To, *reason)
+	fmt.Fprintf(stdout, "Clawed back $%s: the node's pending earnings, returned to the buyers who paid them with the platform's fee on them (ref %s).\n", res.ClawedBack, res.Ref)
+	fmt.Fprintln(stderr, notLive)
 	return nil
 }
 

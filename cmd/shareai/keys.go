@@ -14,6 +14,7 @@ import (
 	"github.com/shareai/shareai/internal/localnet"
 	"github.com/shareai/shareai/internal/matcher"
 	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/ops"
 	"github.com/shareai/shareai/internal/store"
 	"github.com/shareai/shareai/internal/tier"
 )
@@ -136,29 +137,10 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		if *provider {
-			if err := st.MarkProvider(ctx, acct.ID); err != nil {
-				return err
-			}
-		}
-		secret, k := store.NewKey(acct.ID, kind, *name, time.Now())
-		k.Limits, k.ServiceTier = limits, keyTier
-		if *routing != "" {
-			k.Routing = []byte(*routing)
-		}
-		for m := range strings.SplitSeq(*models, ",") {
-			if m = strings.TrimSpace(m); m != "" {
-				k.Models = append(k.Models, m)
-			}
-		}
-		if keyCap != nil {
-			// Before the key exists, so that it never works without its cap.
-			keyCap.Scope = store.KeyScope(k.ID)
-			if err := st.SetCap(ctx, *keyCap); err != nil {
-				return err
-			}
-		}
-		if err := st.CreateKey(ctx, k); err != nil {
+		secret, k, err := ops.CreateKey(ctx, st, ops.NewKey{AccountID: acct.ID, Kind: kind, Name: *name,
+			Models: strings.Split(*models, ","), Routing: []byte(*routing), Limits: limits, ServiceTier: keyTier,
+			Cap: keyCap, At: time.Now()})
+		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "Created %s %s for account %s. Keep it safe: it is shown only this once.\n", kind, k.ID, acct.Name)

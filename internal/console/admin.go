@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
+	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/ops"
 	"github.com/shareai/shareai/internal/store"
 )
 
@@ -25,8 +25,10 @@ import (
 //	POST /admin/nodes/{id}/suspend     suspend a cheat and claw back its pending earnings
 //	GET  /admin/audit                  the audit log
 //
-// They do what 'shareai admin credit', 'admin node level' and 'admin node suspend' do, with
-// the same store calls, and record each decision in the audit log as "admin:<email>".
+// Setting a level and suspending run the operations 'shareai admin node level' and 'admin node
+// suspend' run (internal/ops), with the live fleet, so that a connected node has its new level
+// at once; crediting does what 'shareai admin credit' does. Each decision is recorded in the
+// audit log as "admin:<email>".
 func (c *Console) registerAdmin(mux *http.ServeMux) {
 	mux.Handle("GET /admin", c.as(store.RoleAdmin, c.adminFleet))
 	mux.Handle("GET /admin/accounts", c.as(store.RoleAdmin, c.adminAccounts))
@@ -35,10 +37,6 @@ func (c *Console) registerAdmin(mux *http.ServeMux) {
 	mux.Handle("POST /admin/nodes/{id}/suspend", c.as(store.RoleAdmin, c.adminNodeSuspend))
 	mux.Handle("GET /admin/audit", c.as(store.RoleAdmin, c.adminAudit))
 }
-
-// adminLevels are the levels an admin sets with a reason; suspension has its own action, as it
-// also claws back.
-var adminLevels = []string{store.LevelNew, store.LevelVerified, store.LevelTrusted, store.LevelQuarantined}
 
 // allLevels are the levels in the order the fleet page counts them.
 var allLevels = []string{store.LevelNew, store.LevelVerified, store.LevelTrusted, store.LevelQuarantined, store.LevelSuspended}
@@ -74,19 +72,17 @@ type adminNode struct {
 	Account string // the provider account's name
 }
 
-func (c *Console) adminFleet(w http.ResponseWriter, r *http.Request) {
+func (c *Console) adminFleet(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	accounts, err := c.cfg.Store.Accounts(ctx)
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
-	data := adminFleetPage{Levels: adminLevels}
+	data := adminFleetPage{Levels: ops.SettableLevels}
 	for _, a := range accounts {
 		nodes, err := c.cfg.Store.NodesOf(ctx, a.ID)
 		if err != nil {
-			c.fail(w, r, err)
-			return
+			return err
 		}
 		for _, n := range nodes {
 			data.Nodes = append(data.Nodes, adminNode{provNode: c.liveNode(n), Account: a.Name})
@@ -122,6 +118,7 @@ func (c *Console) adminFleet(w http.ResponseWriter, r *http.Request) {
 	slices.SortFunc(data.ByRegion, func(a, b adminCount) int { return cmp.Or(b.Count-a.Count, cmp.Compare(a.Key, b.Key)) })
 	data.Charts = c.fleetCharts(r, data)
 	c.render(w, r, http.StatusOK, "admin", data)
+	return nil
 }
 
 func compareBool(a, b bool) int {
@@ -167,25 +164,24 @@ type adminAccountRow struct {
 	Once string // names this rendering's credit form: submitted twice, it credits once
 }
 
-func (c *Console) adminAccounts(w http.ResponseWriter, r *http.Request) {
+func (c *Console) adminAccounts(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	accounts, err := c.cfg.Store.Accounts(ctx)
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	rows := make([]adminAccountRow, 0, len(accounts))
 	for _, a := range accounts {
 		b, err := c.cfg.Store.Balance(ctx, a.ID)
 		if err != nil {
-			c.fail(w, r, err)
-			return
+			return err
 		}
 		var once [12]byte
 		rand.Read(once[:])
 		rows = append(rows, adminAccountRow{a, b, hex.EncodeToString(once[:])})
 	}
 	c.render(w, r, http.StatusOK, "admin_accounts", rows)
+	return nil
 }
 
 // adminActor names the logged-in admin in the audit log.
@@ -197,134 +193,119 @@ func adminFormText(r *http.Request, name string) (string, bool) {
 	return s, s != "" && len([]rune(s)) <= adminReasonMax
 }
 
-func (c *Console) adminCredit(w http.ResponseWriter, r *http.Request) {
+func (c *Console) adminCredit(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	a, err := c.cfg.Store.Account(ctx, r.PathValue("id"))
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	amount, err := money.ParseUSD(strings.TrimSpace(r.FormValue("amount")))
 	if err != nil || amount <= 0 {
 		c.redirect(w, r, "/admin/accounts", "admin.flash.bad_amount")
-		return
+		return nil
 	}
 	reference := strings.TrimSpace(r.FormValue("reference"))
 	if len([]rune(reference)) > adminReasonMax {
 		c.redirect(w, r, "/admin/accounts", "admin.flash.bad_reference")
-		return
+		return nil
 	}
 	now := c.cfg.Now()
 	once := r.FormValue("once")
 	if len(once) != 24 {
 		c.redirect(w, r, "/admin/accounts", "admin.flash.bad_amount")
-		return
+		return nil
 	}
 	ref := fmt.Sprintf("console:%s:%s", a.ID, once)
 	err = c.cfg.Store.Deposit(ctx, a.ID, amount, ref, now)
 	if errors.Is(err, store.ErrConflict) { // the same form submitted twice
 		c.redirect(w, r, "/admin/accounts", "admin.flash.credit_twice")
-		return
+		return nil
 	}
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	detail := fmt.Sprintf("$%s to %s (ref %s)", amount, a.Name, ref)
 	if reference != "" {
 		detail += ": " + reference
 	}
 	if err := c.cfg.Store.AddAudit(ctx, &store.AuditEntry{At: now, Actor: adminActor(r), Action: "credit", Target: a.ID, Detail: detail}); err != nil {
-		c.fail(w, r, fmt.Errorf("credited %s, but recording it in the audit log: %w", ref, err))
-		return
+		return fmt.Errorf("credited %s, but recording it in the audit log: %w", ref, err)
 	}
 	c.log.InfoContext(r.Context(), "console: account credited", "account", a.ID, "amount", amount.String(), "ref", ref)
 	c.redirect(w, r, "/admin/accounts", "admin.flash.credited")
+	return nil
 }
 
-func (c *Console) adminNodeLevel(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	n, err := c.cfg.Store.Node(ctx, r.PathValue("id"))
-	if err != nil {
-		c.fail(w, r, err)
-		return
+func (c *Console) adminNodeLevel(w http.ResponseWriter, r *http.Request) error {
+	if _, err := c.cfg.Store.Node(r.Context(), r.PathValue("id")); err != nil {
+		return err // an unknown node is a 404 before a wrong form
 	}
 	level := r.FormValue("level")
 	reason, ok := adminFormText(r, "reason")
 	switch {
-	case !slices.Contains(adminLevels, level):
+	case !slices.Contains(ops.SettableLevels, level):
 		c.redirect(w, r, "/admin", "admin.flash.bad_level")
-		return
+		return nil
 	case !ok:
 		c.redirect(w, r, "/admin", "admin.flash.need_reason")
-		return
+		return nil
 	}
-	now := c.cfg.Now()
-	if err := c.setLevel(r, n, level, reason, now); err != nil {
-		c.fail(w, r, err)
-		return
+	res, err := ops.SetNodeLevel(r.Context(), c.cfg.Store, c.liveLevels(), level, c.decision(r, reason))
+	if err != nil {
+		return err
 	}
-	if err := c.cfg.Store.AddAudit(ctx, &store.AuditEntry{At: now, Actor: adminActor(r), Action: "node.level", Target: n.ID,
-		Detail: levelOf(n) + " → " + level + ": " + reason}); err != nil {
-		c.fail(w, r, fmt.Errorf("the level is set, but recording it in the audit log: %w", err))
-		return
-	}
+	c.log.InfoContext(r.Context(), "console: node level set", "node", res.Node.ID, "from", res.From, "to", res.To,
+		"live", res.Live, "actor", adminActor(r))
 	c.redirect(w, r, "/admin", "admin.flash.level_set")
+	return nil
 }
 
 // adminNodeSuspend suspends a node that cheated: it gets no more work, and its earnings still
 // pending release go back to the buyers who paid them, with the platform's fee on them.
-func (c *Console) adminNodeSuspend(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	n, err := c.cfg.Store.Node(ctx, r.PathValue("id"))
-	if err != nil {
-		c.fail(w, r, err)
-		return
+func (c *Console) adminNodeSuspend(w http.ResponseWriter, r *http.Request) error {
+	if _, err := c.cfg.Store.Node(r.Context(), r.PathValue("id")); err != nil {
+		return err // an unknown node is a 404 before a wrong form
 	}
 	reason, ok := adminFormText(r, "reason")
 	if !ok {
 		c.redirect(w, r, "/admin", "admin.flash.need_reason")
-		return
+		return nil
 	}
-	now, who := c.cfg.Now(), adminActor(r)
-	if err := c.setLevel(r, n, store.LevelSuspended, reason, now); err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	if err := c.cfg.Store.AddAudit(ctx, &store.AuditEntry{At: now, Actor: who, Action: "node.suspend", Target: n.ID,
-		Detail: levelOf(n) + " → " + store.LevelSuspended + ": " + reason}); err != nil {
-		c.fail(w, r, fmt.Errorf("node %s is suspended, but recording it in the audit log: %w", n.ID, err))
-		return
-	}
-	ref := "suspend:" + n.ID + ":" + strconv.FormatInt(now.UnixMilli(), 10)
-	amount, err := c.cfg.Store.ClawBack(ctx, n.ID, ref, now)
+	res, err := ops.SuspendNode(r.Context(), c.cfg.Store, c.liveLevels(), c.decision(r, reason))
 	if err != nil {
-		c.fail(w, r, fmt.Errorf("node %s is suspended, but clawing back its pending earnings: %w (suspend it again to retry)", n.ID, err))
-		return
-	}
-	if err := c.cfg.Store.AddAudit(ctx, &store.AuditEntry{At: now, Actor: who, Action: "clawback", Target: n.ID,
-		Detail: fmt.Sprintf("$%s returned to buyers (ref %s)", amount, ref)}); err != nil {
-		c.fail(w, r, fmt.Errorf("$%s clawed back from node %s, but recording it in the audit log: %w", amount, n.ID, err))
-		return
-	}
-	c.log.InfoContext(r.Context(), "console: node suspended", "node", n.ID, "clawed_back", amount.String(), "ref", ref)
-	c.redirect(w, r, "/admin", "admin.flash.suspended")
-}
-
-// setLevel records a node's level, and gives it to the node at once when it is connected (the
-// prober would take it from the store at its next scoring).
-func (c *Console) setLevel(r *http.Request, n *store.Node, level, reason string, now time.Time) error {
-	if err := c.cfg.Store.SetNodeLevel(r.Context(), n.ID, level, reason, now); err != nil {
 		return err
 	}
-	if live := c.cfg.Fleet.Node(n.ID); live != nil {
-		c.cfg.Fleet.SetLevel(live, level)
-	}
-	c.log.InfoContext(r.Context(), "console: node level set", "node", n.ID, "from", levelOf(n), "to", level, "actor", adminActor(r))
+	c.log.InfoContext(r.Context(), "console: node suspended", "node", res.Node.ID, "from", res.From, "live", res.Live,
+		"clawed_back", res.ClawedBack.String(), "ref", res.Ref, "actor", adminActor(r))
+	c.redirect(w, r, "/admin", "admin.flash.suspended")
 	return nil
 }
 
-func levelOf(n *store.Node) string { return cmp.Or(n.Level, store.LevelNew) }
+// decision is the logged-in admin's decision about the node of the request's path.
+func (c *Console) decision(r *http.Request, reason string) ops.Decision {
+	return ops.Decision{NodeID: r.PathValue("id"), Reason: reason, Actor: adminActor(r), At: c.cfg.Now()}
+}
+
+// liveLevels is the coordinator's fleet, to which the operations give a node's new level at
+// once (without it, the prober would take it from the store at its next scoring); nil when the
+// console runs without one.
+func (c *Console) liveLevels() ops.Fleet {
+	if c.cfg.Fleet == nil {
+		return nil
+	}
+	return fleetLevels{c.cfg.Fleet}
+}
+
+// fleetLevels is ops.Fleet on the live fleet.
+type fleetLevels struct{ f *fleet.Fleet }
+
+func (l fleetLevels) ApplyLevel(nodeID, level string) bool {
+	n := l.f.Node(nodeID)
+	if n != nil {
+		l.f.SetLevel(n, level)
+	}
+	return n != nil
+}
 
 // adminAuditPage is the data of /admin/audit.
 type adminAuditPage struct {
@@ -344,16 +325,16 @@ var auditActions = map[string]string{
 	"node.suspend": "admin.action.node_suspend", "clawback": "admin.action.clawback",
 }
 
-func (c *Console) adminAudit(w http.ResponseWriter, r *http.Request) {
+func (c *Console) adminAudit(w http.ResponseWriter, r *http.Request) error {
 	target := strings.TrimSpace(r.URL.Query().Get("target"))
 	es, err := c.cfg.Store.AuditLog(r.Context(), target, auditShown)
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	data := adminAuditPage{Target: target}
 	for _, e := range es {
 		data.Entries = append(data.Entries, adminAuditRow{e, auditActions[e.Action]})
 	}
 	c.render(w, r, http.StatusOK, "admin_audit", data)
+	return nil
 }

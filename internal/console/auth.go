@@ -127,60 +127,53 @@ func (c *Console) session(r *http.Request) (*websess, error) {
 // as wraps a page handler: it needs a logged-in user with the role ("" any; an admin has every
 // role), and on an unsafe method a valid CSRF token (form field "csrf", or header
 // X-CSRF-Token); the session is then sessionOf(r). Without a session it redirects to /login
-// (303); with the wrong role it renders 403 through c.fail(errForbidden) ("error.forbidden"),
-// and for a missing or wrong token, or a cross-origin request, 403 with "error.csrf"; the
-// handler is then never called. It marks the answer Cache-Control: no-store.
-func (c *Console) as(role string, h http.HandlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// (303); with the wrong role it answers 403 (errForbidden: "error.forbidden"), and for a
+// missing or wrong token, or a cross-origin request, 403 with "error.csrf"; the handler is then
+// never called. It marks the answer Cache-Control: no-store. Errors, its own and the
+// handler's, are written by writeError.
+func (c *Console) as(role string, h handler) http.Handler {
+	return c.handle(func(w http.ResponseWriter, r *http.Request) error {
 		s, err := c.session(r)
 		if err != nil {
-			c.fail(w, r, err)
-			return
+			return err
 		}
 		if s == nil {
 			http.Redirect(w, r, "/login", http.StatusSeeOther)
-			return
+			return nil
 		}
 		r = withSession(r, s)
 		w.Header().Set("Cache-Control", "no-store")
 		if !safeMethod(r.Method) {
 			if err := crossOrigin.Check(r); err != nil {
-				c.refuse(w, r, err)
-				return
+				return refusal(err)
 			}
 			tok, err := c.requestToken(w, r)
 			if err != nil {
-				c.badForm(w, r, err)
-				return
+				return formError(err)
 			}
 			if !equalTokens(tok, s.csrf) {
-				c.refuse(w, r, errors.New("wrong or missing CSRF token"))
-				return
+				return refusal(errors.New("wrong or missing CSRF token"))
 			}
 		}
 		if role != "" && !s.user.Has(role) && !s.user.Has(store.RoleAdmin) {
-			c.fail(w, r, errForbidden)
-			return
+			return errForbidden
 		}
-		h(w, r)
+		return h(w, r)
 	})
 }
 
-// badForm answers a form that cannot be read: 413 when it is too large, else 400.
-func (c *Console) badForm(w http.ResponseWriter, r *http.Request, err error) {
+// formError is a form that cannot be read: 413 when it is too large, else 400.
+func formError(err error) *Error {
 	status := http.StatusBadRequest
 	if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
 		status = http.StatusRequestEntityTooLarge
 	}
-	c.render(w, r, status, "error", map[string]string{"Message": "error.bad_request"})
+	return userError(status, "error.bad_request", err)
 }
 
-// refuse answers 403 to a request that failed a CSRF check, with the error page saying that
-// the form expired ("error.csrf").
-func (c *Console) refuse(w http.ResponseWriter, r *http.Request, why error) {
-	c.log.InfoContext(r.Context(), "console: refused a request", "path", r.URL.Path, "err", why)
-	c.render(w, r, http.StatusForbidden, "error", map[string]string{"Message": "error.csrf"})
-}
+// refusal is 403 to a request that failed a CSRF check, with the error page saying that the
+// form expired ("error.csrf").
+func refusal(why error) *Error { return userError(http.StatusForbidden, "error.csrf", why) }
 
 func safeMethod(m string) bool {
 	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
@@ -218,10 +211,10 @@ func randomToken() string {
 }
 
 func (c *Console) registerAuth(mux *http.ServeMux) {
-	mux.HandleFunc("GET /login", c.showLogin)
-	mux.HandleFunc("POST /login", c.postLogin)
-	mux.HandleFunc("GET /signup", c.showSignup)
-	mux.HandleFunc("POST /signup", c.postSignup)
+	mux.Handle("GET /login", c.handle(c.showLogin))
+	mux.Handle("POST /login", c.handle(c.postLogin))
+	mux.Handle("GET /signup", c.handle(c.showSignup))
+	mux.Handle("POST /signup", c.handle(c.postSignup))
 	mux.Handle("POST /logout", c.as("", c.postLogout))
 }
 
@@ -279,7 +272,7 @@ func validToken(s string) bool {
 func (c *Console) readAuthForm(w http.ResponseWriter, r *http.Request, page string, empty any) bool {
 	r.Body = http.MaxBytesReader(w, r.Body, maxAuthForm)
 	if err := r.ParseForm(); err != nil {
-		c.badForm(w, r, err)
+		c.writeError(w, r, formError(err))
 		return false
 	}
 	err := crossOrigin.Check(r)
@@ -303,17 +296,18 @@ func (c *Console) readAuthForm(w http.ResponseWriter, r *http.Request, page stri
 	return true
 }
 
-func (c *Console) showLogin(w http.ResponseWriter, r *http.Request) {
+func (c *Console) showLogin(w http.ResponseWriter, r *http.Request) error {
 	if s, err := c.session(r); err == nil && s != nil {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
-		return
+		return nil
 	}
 	c.showForm(w, r, http.StatusOK, "login", &loginData{})
+	return nil
 }
 
-func (c *Console) postLogin(w http.ResponseWriter, r *http.Request) {
+func (c *Console) postLogin(w http.ResponseWriter, r *http.Request) error {
 	if !c.readAuthForm(w, r, "login", &loginData{}) {
-		return
+		return nil // answered
 	}
 	ctx := r.Context()
 	email := normalizeEmail(r.PostForm.Get("email"))
@@ -322,7 +316,7 @@ func (c *Console) postLogin(w http.ResponseWriter, r *http.Request) {
 	if wait := c.login.loginAttempt(addr, email); wait > 0 {
 		data.Error = retryLater(w, wait, "auth.login.too_many")
 		c.showForm(w, r, http.StatusTooManyRequests, "login", data)
-		return
+		return nil
 	}
 	u, err := c.cfg.Store.UserByEmail(ctx, email)
 	hash := ""
@@ -332,27 +326,25 @@ func (c *Console) postLogin(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, store.ErrNotFound):
 		hash = dummyHash() // as long as for a user, so that the time tells nothing
 	default:
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	ok, err := verifyPassword(ctx, hash, r.PostForm.Get("password"))
 	if errors.Is(err, errBadHash) {
 		c.log.ErrorContext(r.Context(), "console: a user's password hash is not argon2id", "user", u.ID)
 	} else if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	if !ok || u == nil { // counted already by loginAttempt
 		data.Error = &msg{Key: "auth.login.wrong"}
 		c.showForm(w, r, http.StatusUnprocessableEntity, "login", data)
-		return
+		return nil
 	}
 	c.login.loginSucceeded(email)
 	if err := c.startSession(w, r, u); err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	c.redirect(w, r, "/", "")
+	return nil
 }
 
 // retryLater sets Retry-After to wait, and returns the message key saying in how many minutes
@@ -362,17 +354,18 @@ func retryLater(w http.ResponseWriter, wait time.Duration, key string) *msg {
 	return &msg{Key: key, Arg: int(math.Ceil(wait.Minutes()))}
 }
 
-func (c *Console) showSignup(w http.ResponseWriter, r *http.Request) {
+func (c *Console) showSignup(w http.ResponseWriter, r *http.Request) error {
 	if s, err := c.session(r); err == nil && s != nil {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
-		return
+		return nil
 	}
 	c.showForm(w, r, http.StatusOK, "signup", &signupData{})
+	return nil
 }
 
-func (c *Console) postSignup(w http.ResponseWriter, r *http.Request) {
+func (c *Console) postSignup(w http.ResponseWriter, r *http.Request) error {
 	if !c.readAuthForm(w, r, "signup", &signupData{}) {
-		return
+		return nil // answered
 	}
 	ctx := r.Context()
 	f := r.PostForm
@@ -410,13 +403,13 @@ func (c *Console) postSignup(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(data.Errors) > 0 {
 		c.showForm(w, r, http.StatusUnprocessableEntity, "signup", data)
-		return
+		return nil
 	}
 	addr := clientAddr(r)
 	if wait := c.login.signupBlocked(addr); wait > 0 {
 		data.Errors["form"] = retryLater(w, wait, "auth.signup.too_many")
 		c.showForm(w, r, http.StatusTooManyRequests, "signup", data)
-		return
+		return nil
 	}
 
 	// Check both names first, to say at once what is taken, and so as not to leave an account
@@ -425,38 +418,33 @@ func (c *Console) postSignup(w http.ResponseWriter, r *http.Request) {
 	if _, err := c.cfg.Store.UserByEmail(ctx, data.Email); err == nil {
 		data.Errors["email"] = &msg{Key: "auth.signup.email_taken"}
 	} else if !errors.Is(err, store.ErrNotFound) {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	if _, err := c.cfg.Store.Account(ctx, data.Account); err == nil {
 		data.Errors["account"] = &msg{Key: "auth.signup.account_taken"}
 	} else if !errors.Is(err, store.ErrNotFound) {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	if len(data.Errors) > 0 {
 		c.showForm(w, r, http.StatusUnprocessableEntity, "signup", data)
-		return
+		return nil
 	}
 	hash, err := hashPassword(ctx, password)
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	now := c.cfg.Now()
 	acct := &store.Account{ID: store.NewID("acct"), Name: data.Account, CreatedAt: now}
 	if err := c.cfg.Store.CreateAccount(ctx, acct); errors.Is(err, store.ErrConflict) {
 		data.Errors["account"] = &msg{Key: "auth.signup.account_taken"}
 		c.showForm(w, r, http.StatusUnprocessableEntity, "signup", data)
-		return
+		return nil
 	} else if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	if data.Provider {
 		if err := c.cfg.Store.MarkProvider(ctx, acct.ID); err != nil {
-			c.fail(w, r, err)
-			return
+			return err
 		}
 	}
 	u := &store.User{ID: store.NewID("usr"), Email: data.Email, PasswordHash: hash, AccountID: acct.ID,
@@ -467,28 +455,27 @@ func (c *Console) postSignup(w http.ResponseWriter, r *http.Request) {
 		c.log.WarnContext(r.Context(), "console: sign-up lost a race for its email; its account has no user", "account", acct.ID)
 		data.Errors["email"] = &msg{Key: "auth.signup.email_taken"}
 		c.showForm(w, r, http.StatusUnprocessableEntity, "signup", data)
-		return
+		return nil
 	} else if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	c.login.signedUp(addr)
 	c.log.InfoContext(r.Context(), "console: signed up", "account", acct.ID, "user", u.ID, "roles", strings.Join(roles, ","))
 	if err := c.startSession(w, r, u); err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	c.redirect(w, r, "/", "auth.flash.welcome")
+	return nil
 }
 
-func (c *Console) postLogout(w http.ResponseWriter, r *http.Request) {
+func (c *Console) postLogout(w http.ResponseWriter, r *http.Request) error {
 	if err := c.cfg.Store.DeleteWebSession(r.Context(), sessionOf(r).hash); err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Path: "/", MaxAge: -1, HttpOnly: true,
 		Secure: c.cfg.Secure, SameSite: http.SameSiteLaxMode})
 	c.redirect(w, r, "/login", "auth.flash.logged_out")
+	return nil
 }
 
 // startSession logs the browser in as u: it ends the browser's previous session if it has one,

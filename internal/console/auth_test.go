@@ -64,11 +64,11 @@ func newAuthEnv(t *testing.T, secure bool) *authEnv {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", e.c.home)
+	mux.Handle("GET /{$}", e.c.handle(e.c.home))
 	e.c.registerAuth(mux)
 	for path, role := range map[string]string{"/test/any": "", "/test/buyer": store.RoleBuyer,
 		"/test/provider": store.RoleProvider, "/test/admin": store.RoleAdmin} {
-		mux.Handle(path, e.c.as(role, func(w http.ResponseWriter, r *http.Request) {
+		mux.Handle(path, e.c.as(role, func(w http.ResponseWriter, r *http.Request) error {
 			if sessionOf(r) == nil || sessionOf(r).user == nil {
 				t.Errorf("%s: no session inside c.as", path)
 			}
@@ -76,6 +76,7 @@ func newAuthEnv(t *testing.T, secure bool) *authEnv {
 			e.called[r.Method+" "+path]++
 			e.mu.Unlock()
 			io.WriteString(w, "ok "+sessionOf(r).user.Email)
+			return nil
 		}))
 	}
 	e.h = mux

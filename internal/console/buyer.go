@@ -33,8 +33,8 @@ func (c *Console) registerBuyer(mux *http.ServeMux) {
 	mux.Handle("GET /buyer/requests", c.as(store.RoleBuyer, c.buyerRequests))
 	mux.Handle("GET /buyer/requests/{id}", c.as(store.RoleBuyer, c.buyerRequest))
 	mux.Handle("GET /buyer/requests/{id}/receipts.json", c.as(store.RoleBuyer, c.buyerReceipts))
-	mux.Handle("GET /buyer/playground", c.as(store.RoleBuyer, c.playground))
-	mux.Handle("POST /buyer/playground/chat", c.as(store.RoleBuyer, c.playgroundChat))
+	mux.Handle("GET /buyer/playground", c.as(store.RoleBuyer, plain(c.playground)))
+	mux.Handle("POST /buyer/playground/chat", c.as(store.RoleBuyer, plain(c.playgroundChat)))
 	mux.Handle("GET /models", c.as("", c.models))
 }
 
@@ -75,12 +75,11 @@ func (t *usageTotals) add(d store.UsageDay) {
 	t.Cost += d.Cost
 }
 
-func (c *Console) buyerOverview(w http.ResponseWriter, r *http.Request) {
+func (c *Console) buyerOverview(w http.ResponseWriter, r *http.Request) error {
 	ctx, acct := r.Context(), sessionOf(r).user.AccountID
 	b, err := c.cfg.Store.Balance(ctx, acct)
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	ov := overview{Available: b.Credits - b.Held, Credits: b.Credits, Held: b.Held, Deposited: b.Deposited, Spent: b.Spent, Days: usageDays}
 	today := store.WindowStart(store.Daily, c.cfg.Now())
@@ -94,6 +93,7 @@ func (c *Console) buyerOverview(w http.ResponseWriter, r *http.Request) {
 		c.summarize(&ov, c.lang(r), days, since)
 	}
 	c.render(w, r, http.StatusOK, "buyer", ov)
+	return nil
 }
 
 // summarize fills the overview's totals and charts from the account's usage per day and model.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/shareai/shareai/internal/matcher"
 	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/ops"
 	"github.com/shareai/shareai/internal/store"
 	"github.com/shareai/shareai/internal/tier"
 )
@@ -65,17 +66,16 @@ type keyForm struct {
 	ServiceTier                          string // by OpenAI's name; empty: default
 }
 
-func (c *Console) buyerKeys(w http.ResponseWriter, r *http.Request) {
-	c.renderKeys(w, r, http.StatusOK, keysPage{})
+func (c *Console) buyerKeys(w http.ResponseWriter, r *http.Request) error {
+	return c.renderKeys(w, r, http.StatusOK, keysPage{})
 }
 
 // renderKeys renders the keys page with the account's keys added to p.
-func (c *Console) renderKeys(w http.ResponseWriter, r *http.Request, status int, p keysPage) {
+func (c *Console) renderKeys(w http.ResponseWriter, r *http.Request, status int, p keysPage) error {
 	ctx, acct, now := r.Context(), sessionOf(r).user.AccountID, c.cfg.Now()
 	keys, err := c.cfg.Store.Keys(ctx, acct, store.KeyBuyer)
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	var scopes []string
 	for _, k := range keys {
@@ -87,8 +87,7 @@ func (c *Console) renderKeys(w http.ResponseWriter, r *http.Request, status int,
 	if len(scopes) > 0 {
 		spends, err := c.cfg.Store.Spending(ctx, now, scopes...)
 		if err != nil {
-			c.fail(w, r, err)
-			return
+			return err
 		}
 		for _, sp := range spends {
 			caps[sp.Scope] = append(caps[sp.Scope], sp)
@@ -104,8 +103,7 @@ func (c *Console) renderKeys(w http.ResponseWriter, r *http.Request, status int,
 			Tier: listedTier(k)}
 		if !k.Revoked() {
 			if row.Month, err = c.cfg.Store.KeyUsage(ctx, acct, k.ID, month); err != nil {
-				c.fail(w, r, err)
-				return
+				return err
 			}
 		}
 		p.Keys = append(p.Keys, row)
@@ -123,6 +121,7 @@ func (c *Console) renderKeys(w http.ResponseWriter, r *http.Request, status int,
 	// The page may hold a secret: no cache may keep it.
 	w.Header().Set("Cache-Control", "no-store")
 	c.render(w, r, status, "buyer_keys", p)
+	return nil
 }
 
 // listedTier is a key's default service tier as the list shows it, beside its routing
@@ -226,7 +225,7 @@ func parseKeyTier(f keyForm) (string, error) {
 	return t.String(), nil
 }
 
-func (c *Console) createKey(w http.ResponseWriter, r *http.Request) {
+func (c *Console) createKey(w http.ResponseWriter, r *http.Request) error {
 	ctx, acct := r.Context(), sessionOf(r).user.AccountID
 	f := keyForm{Name: r.PostFormValue("name"), Models: r.PostFormValue("models"), Routing: r.PostFormValue("routing"),
 		Limit: r.PostFormValue("limit"), Period: r.PostFormValue("period"),
@@ -244,34 +243,25 @@ func (c *Console) createKey(w http.ResponseWriter, r *http.Request) {
 		keyTier, err = parseKeyTier(f)
 	}
 	if fe := (*keyFormError)(nil); errors.As(err, &fe) {
-		c.renderKeys(w, r, http.StatusBadRequest, keysPage{Form: f, Error: fe.Key, ErrorArg: fe.Arg})
-		return
+		return c.renderKeys(w, r, http.StatusBadRequest, keysPage{Form: f, Error: fe.Key, ErrorArg: fe.Arg})
+	} else if err != nil {
+		return err
 	}
-	secret, k := store.NewKey(acct, store.KeyBuyer, strings.TrimSpace(f.Name), c.cfg.Now())
-	k.Models, k.Routing, k.Limits, k.ServiceTier = models, routing, limits, keyTier
-	if keyCap != nil {
-		// Before the key exists, so that it never works without its cap.
-		keyCap.Scope = store.KeyScope(k.ID)
-		if err := c.cfg.Store.SetCap(ctx, *keyCap); err != nil {
-			c.fail(w, r, err)
-			return
-		}
-	}
-	if err := c.cfg.Store.CreateKey(ctx, k); err != nil {
-		c.fail(w, r, err)
-		return
+	secret, k, err := ops.CreateKey(ctx, c.cfg.Store, ops.NewKey{AccountID: acct, Kind: store.KeyBuyer, Name: f.Name,
+		Models: models, Routing: routing, Limits: limits, ServiceTier: keyTier, Cap: keyCap, At: c.cfg.Now()})
+	if err != nil {
+		return err
 	}
 	c.log.InfoContext(r.Context(), "console: key created", "account", acct, "key", k.ID, "prefix", k.Prefix)
 	// Rendered from the POST, not redirected: the secret must not travel in a URL or a cookie.
-	c.renderKeys(w, r, http.StatusOK, keysPage{NewKey: secret, NewKeyID: k.ID})
+	return c.renderKeys(w, r, http.StatusOK, keysPage{NewKey: secret, NewKeyID: k.ID})
 }
 
-func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request) {
+func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request) error {
 	ctx, acct, id := r.Context(), sessionOf(r).user.AccountID, r.PathValue("id")
 	keys, err := c.cfg.Store.Keys(ctx, acct, store.KeyBuyer)
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	var k *store.Key
 	for _, kk := range keys {
@@ -281,15 +271,14 @@ func (c *Console) revokeKey(w http.ResponseWriter, r *http.Request) {
 	}
 	if k == nil {
 		// Another account's key answers as an unknown one.
-		c.fail(w, r, store.ErrNotFound)
-		return
+		return store.ErrNotFound
 	}
 	if !k.Revoked() {
 		if _, err := c.cfg.Store.RevokeKey(ctx, k.ID, c.cfg.Now()); err != nil {
-			c.fail(w, r, err)
-			return
+			return err
 		}
 		c.log.InfoContext(r.Context(), "console: key revoked", "account", acct, "key", k.ID, "prefix", k.Prefix)
 	}
 	c.redirect(w, r, "/buyer/keys", "buyer.flash.key_revoked")
+	return nil
 }

@@ -23,13 +23,13 @@ type requestsPage struct {
 	Limit    int
 }
 
-func (c *Console) buyerRequests(w http.ResponseWriter, r *http.Request) {
+func (c *Console) buyerRequests(w http.ResponseWriter, r *http.Request) error {
 	us, err := c.cfg.Store.Usages(r.Context(), sessionOf(r).user.AccountID, maxRequests)
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	c.render(w, r, http.StatusOK, "buyer_requests", requestsPage{Requests: us, Limit: maxRequests})
+	return nil
 }
 
 // requestPage is /buyer/requests/{id}'s data.
@@ -73,22 +73,21 @@ func (c *Console) usageOf(r *http.Request) (*store.Usage, error) {
 	return u, nil
 }
 
-func (c *Console) buyerRequest(w http.ResponseWriter, r *http.Request) {
+func (c *Console) buyerRequest(w http.ResponseWriter, r *http.Request) error {
 	u, err := c.usageOf(r)
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	rs, err := c.cfg.Store.Receipts(r.Context(), u.RequestID)
 	if err != nil {
-		c.fail(w, r, fmt.Errorf("receipts of %s: %w", u.RequestID, err))
-		return
+		return fmt.Errorf("receipts of %s: %w", u.RequestID, err)
 	}
 	p := requestPage{Usage: u}
 	for _, rc := range rs {
 		p.Receipts = append(p.Receipts, receiptRowOf(rc))
 	}
 	c.render(w, r, http.StatusOK, "buyer_request", p)
+	return nil
 }
 
 // receiptRowOf reads a stored receipt for the page. One that cannot be read shows its job and
@@ -122,16 +121,14 @@ type receiptsFile struct {
 	Receipts []json.RawMessage `json:"receipts"`
 }
 
-func (c *Console) buyerReceipts(w http.ResponseWriter, r *http.Request) {
+func (c *Console) buyerReceipts(w http.ResponseWriter, r *http.Request) error {
 	u, err := c.usageOf(r)
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	rs, err := c.cfg.Store.Receipts(r.Context(), u.RequestID)
 	if err != nil {
-		c.fail(w, r, fmt.Errorf("receipts of %s: %w", u.RequestID, err))
-		return
+		return fmt.Errorf("receipts of %s: %w", u.RequestID, err)
 	}
 	out := receiptsFile{Receipts: make([]json.RawMessage, 0, len(rs))}
 	for _, rc := range rs {
@@ -139,12 +136,12 @@ func (c *Console) buyerReceipts(w http.ResponseWriter, r *http.Request) {
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
-		c.fail(w, r, fmt.Errorf("encode receipts of %s: %w", u.RequestID, err))
-		return
+		return fmt.Errorf("encode receipts of %s: %w", u.RequestID, err)
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="receipts-%s.json"`, u.RequestID))
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.Write(append(b, '\n'))
+	return nil
 }

@@ -12,7 +12,6 @@ package console
 import (
 	"context"
 	"embed"
-	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -164,29 +163,12 @@ func (c *Console) redirect(w http.ResponseWriter, r *http.Request, path, flashKe
 	http.Redirect(w, r, path, http.StatusSeeOther)
 }
 
-// fail renders an error page for a failure the user cannot fix, logging it.
-func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
-	status := http.StatusInternalServerError
-	key := "error.internal"
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		status, key = http.StatusNotFound, "error.not_found"
-	case errors.Is(err, errForbidden):
-		status, key = http.StatusForbidden, "error.forbidden"
-	default:
-		c.log.ErrorContext(r.Context(), "console", "path", r.URL.Path, "err", err)
-	}
-	c.render(w, r, status, "error", map[string]string{"Message": key})
-}
-
-var errForbidden = errors.New("forbidden")
-
 // Register adds the console's routes to mux. The buyer API's routes (/v1/…) are the
 // gateway's; the console's pages live at "/" and below.
 func (c *Console) Register(mux *http.ServeMux) {
 	mux.Handle("GET /static/", http.FileServerFS(staticFS))
-	mux.HandleFunc("GET /{$}", c.home)
-	mux.HandleFunc("POST /lang", c.setLang)
+	mux.Handle("GET /{$}", c.handle(c.home))
+	mux.Handle("POST /lang", c.handle(c.setLang))
 	c.registerAuth(mux)
 	c.registerBuyer(mux)
 	c.registerProvider(mux)
@@ -194,7 +176,7 @@ func (c *Console) Register(mux *http.ServeMux) {
 }
 
 // home sends a visitor to log in, and a user to their first page.
-func (c *Console) home(w http.ResponseWriter, r *http.Request) {
+func (c *Console) home(w http.ResponseWriter, r *http.Request) error {
 	s, err := c.session(r)
 	switch {
 	case err != nil || s == nil:
@@ -206,4 +188,5 @@ func (c *Console) home(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.Redirect(w, r, "/admin", http.StatusSeeOther)
 	}
+	return nil
 }

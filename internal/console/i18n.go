@@ -368,22 +368,21 @@ func matchAcceptLanguage(header string, has func(string) bool) string {
 // language is harmless, so it needs no CSRF token, but only a language of the catalogue is
 // accepted. It remembers the choice for a year and sends the browser back to the page it came
 // from (same origin only).
-func (c *Console) setLang(w http.ResponseWriter, r *http.Request) {
+func (c *Console) setLang(w http.ResponseWriter, r *http.Request) error {
 	if err := crossOrigin.Check(r); err != nil { // another site may not switch a visitor's language
-		c.render(w, r, http.StatusForbidden, "error", map[string]string{"Message": "error.csrf"})
-		return
+		return refusal(err)
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
 	lang := r.PostFormValue("lang")
 	if !c.i18n.Has(lang) {
-		c.render(w, r, http.StatusBadRequest, "error", map[string]string{"Message": "error.bad_request"})
-		return
+		return userError(http.StatusBadRequest, "error.bad_request", fmt.Errorf("language %q", lang))
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name: langCookie, Value: lang, Path: "/", MaxAge: 365 * 24 * 3600,
 		HttpOnly: true, Secure: c.cfg.Secure, SameSite: http.SameSiteLaxMode,
 	})
 	http.Redirect(w, r, backTo(r), http.StatusSeeOther)
+	return nil
 }
 
 // backTo is the path of r's Referer when it is of the same host, else "/".

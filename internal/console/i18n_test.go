@@ -424,7 +424,7 @@ func TestConsole_SetLang(t *testing.T) {
 				r.Header.Set("Referer", tt.referer)
 			}
 			w := httptest.NewRecorder()
-			c.setLang(w, r)
+			c.handle(c.setLang).ServeHTTP(w, r)
 			if w.Code != tt.status {
 				t.Fatalf("status %d, want %d: %s", w.Code, tt.status, w.Body)
 			}

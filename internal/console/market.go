@@ -49,7 +49,7 @@ type marketPage struct {
 
 // models serves GET /models, the marketplace: every model served now, with its nodes, prices,
 // regions and speed. Any logged-in user may see it.
-func (c *Console) models(w http.ResponseWriter, r *http.Request) {
+func (c *Console) models(w http.ResponseWriter, r *http.Request) error {
 	var p marketPage
 	for _, t := range tier.All {
 		p.Tiers = append(p.Tiers, tierHead{Name: t.String(), Factor: c.cfg.TierPrices.Factor(t)})
@@ -71,6 +71,7 @@ func (c *Console) models(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	c.render(w, r, http.StatusOK, "models", p)
+	return nil
 }
 
 // pricesAt is a model's range of asks priced at tier t, as GET /v1/models prices it.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/ops"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/report"
 	"github.com/shareai/shareai/internal/reputation"
@@ -83,34 +84,30 @@ type provOffer struct {
 // pageAccount is the account whose pages the request shows: the logged-in user's.
 func pageAccount(r *http.Request) string { return sessionOf(r).user.AccountID }
 
-func (c *Console) providerHome(w http.ResponseWriter, r *http.Request) {
-	c.renderProviderHome(w, r, "", "")
+func (c *Console) providerHome(w http.ResponseWriter, r *http.Request) error {
+	return c.renderProviderHome(w, r, "", "")
 }
 
 // renderProviderHome renders /provider, with a token just created when there is one.
-func (c *Console) renderProviderHome(w http.ResponseWriter, r *http.Request, newToken, newTokenName string) {
+func (c *Console) renderProviderHome(w http.ResponseWriter, r *http.Request, newToken, newTokenName string) error {
 	ctx, account := r.Context(), pageAccount(r)
 	tokens, err := c.cfg.Store.Keys(ctx, account, store.KeyProvider)
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	nodes, err := c.cfg.Store.NodesOf(ctx, account)
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	bal, err := c.cfg.Store.Balance(ctx, account)
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	now := c.cfg.Now()
 	since := store.WindowStart(store.Daily, now).AddDate(0, 0, -(provEarningDays - 1))
 	earnings, err := c.cfg.Store.Earnings(ctx, account, since)
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	data := provHome{Tokens: tokens, NewToken: newToken, NewTokenName: newTokenName, Coordinator: coordinatorURL(r, c.cfg.Secure),
 		Balance: bal, Earnings: c.earningsChart(r, since, now, earnings, "")}
@@ -121,46 +118,41 @@ func (c *Console) renderProviderHome(w http.ResponseWriter, r *http.Request, new
 		w.Header().Set("Cache-Control", "no-store") // the token is in the page
 	}
 	c.render(w, r, http.StatusOK, "provider", data)
+	return nil
 }
 
 // providerCreateToken makes a provider token and shows it once, in the page the POST returns:
 // it is never stored, so it cannot be shown after a redirect.
-func (c *Console) providerCreateToken(w http.ResponseWriter, r *http.Request) {
+func (c *Console) providerCreateToken(w http.ResponseWriter, r *http.Request) error {
 	ctx, account := r.Context(), pageAccount(r)
 	name := strings.TrimSpace(r.FormValue("name"))
 	if name == "" || len([]rune(name)) > provTokenNameMax {
 		c.redirect(w, r, "/provider", "provider.flash.token_name")
-		return
+		return nil
 	}
-	if err := c.cfg.Store.MarkProvider(ctx, account); err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	secret, k := store.NewKey(account, store.KeyProvider, name, c.cfg.Now())
-	if err := c.cfg.Store.CreateKey(ctx, k); err != nil {
-		c.fail(w, r, err)
-		return
+	secret, k, err := ops.CreateKey(ctx, c.cfg.Store, ops.NewKey{AccountID: account, Kind: store.KeyProvider, Name: name,
+		At: c.cfg.Now()})
+	if err != nil {
+		return err
 	}
 	c.log.InfoContext(r.Context(), "console: provider token created", "account", account, "key", k.ID, "prefix", k.Prefix)
-	c.renderProviderHome(w, r, secret, name)
+	return c.renderProviderHome(w, r, secret, name)
 }
 
-func (c *Console) providerRevokeToken(w http.ResponseWriter, r *http.Request) {
+func (c *Console) providerRevokeToken(w http.ResponseWriter, r *http.Request) error {
 	ctx, account, id := r.Context(), pageAccount(r), r.PathValue("id")
 	tokens, err := c.cfg.Store.Keys(ctx, account, store.KeyProvider)
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	if !slices.ContainsFunc(tokens, func(k *store.Key) bool { return k.ID == id }) {
-		c.fail(w, r, store.ErrNotFound) // another account's, or none
-		return
+		return store.ErrNotFound // another account's, or none
 	}
 	if _, err := c.cfg.Store.RevokeKey(ctx, id, c.cfg.Now()); err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	c.redirect(w, r, "/provider", "provider.flash.token_revoked")
+	return nil
 }
 
 // coordinatorURL is the URL agents connect to: the one the browser used.
@@ -256,24 +248,21 @@ type provEarningRow struct {
 	Pending, Available money.Nanos
 }
 
-func (c *Console) providerEarnings(w http.ResponseWriter, r *http.Request) {
+func (c *Console) providerEarnings(w http.ResponseWriter, r *http.Request) error {
 	ctx, account := r.Context(), pageAccount(r)
 	now := c.cfg.Now()
 	since := store.WindowStart(store.Daily, now).AddDate(0, 0, -(provEarningDays - 1))
 	es, err := c.cfg.Store.Earnings(ctx, account, since)
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	bal, err := c.cfg.Store.Balance(ctx, account)
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	nodes, err := c.cfg.Store.NodesOf(ctx, account)
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	names := map[string]string{}
 	for _, n := range nodes {
@@ -281,8 +270,7 @@ func (c *Console) providerEarnings(w http.ResponseWriter, r *http.Request) {
 	}
 	data := provEarnings{Since: since, Balance: bal, Chart: c.earningsChart(r, since, now, es, "")}
 	if data.Payouts, err = c.cfg.Store.Payouts(ctx, account, 50); err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	for _, e := range es {
 		data.Rows = append(data.Rows, provEarningRow{Day: e.Day, NodeID: e.NodeID, NodeName: names[e.NodeID], Pending: e.Pending, Available: e.Available})
@@ -290,6 +278,7 @@ func (c *Console) providerEarnings(w http.ResponseWriter, r *http.Request) {
 		data.Avail += e.Available
 	}
 	c.render(w, r, http.StatusOK, "provider_earnings", data)
+	return nil
 }
 
 // provNodePage is the data of /provider/nodes/{id}.
@@ -342,15 +331,14 @@ type provReputation struct {
 	Overclaims         int // requests billed at the coordinator's count, below the node's claim
 }
 
-func (c *Console) providerNode(w http.ResponseWriter, r *http.Request) {
+func (c *Console) providerNode(w http.ResponseWriter, r *http.Request) error {
 	ctx, id := r.Context(), r.PathValue("id")
 	n, err := c.cfg.Store.Node(ctx, id)
 	if err == nil && n.AccountID != pageAccount(r) && !sessionOf(r).user.Has(store.RoleAdmin) {
 		err = store.ErrNotFound // another provider's node does not exist for this one
 	}
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	days := provDefaultDays
 	if s := r.URL.Query().Get("days"); s != "" {
@@ -373,32 +361,26 @@ func (c *Console) providerNode(w http.ResponseWriter, r *http.Request) {
 	}
 	sessions, err := c.cfg.Store.NodeSessions(ctx, id, since)
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	counts, err := c.cfg.Store.NodeDays(ctx, id, since)
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	earnings, err := c.cfg.Store.Earnings(ctx, n.AccountID, since)
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	samples, err := c.cfg.Store.Telemetry(ctx, id, now.Add(-24*time.Hour))
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	if data.Events, err = c.cfg.Store.NodeEvents(ctx, id, provEventsShown); err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	checks, err := c.cfg.Store.NodeChecks(ctx, id, provChecksShown)
 	if err != nil {
-		c.fail(w, r, err)
-		return
+		return err
 	}
 	sched, err := report.Schedule(n)
 	if err != nil {
@@ -433,6 +415,7 @@ func (c *Console) providerNode(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	c.render(w, r, http.StatusOK, "provider_node", data)
+	return nil
 }
 
 // gpusOf is a reading per GPU, rounded for people.

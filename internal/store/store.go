@@ -145,6 +145,11 @@ type Store interface {
 
 	// CreateKey stores a key; its ID and Hash must be set.
 	CreateKey(ctx context.Context, k *Key) error
+	// CreateKeyWithCaps stores a new key as CreateKey does, with its spend caps (each of Scope
+	// KeyScope(k.ID)), and marks a provider token's account as a provider (MarkProvider), in
+	// one transaction: the key never exists without its caps, and on an error nothing is
+	// written.
+	CreateKeyWithCaps(ctx context.Context, k *Key, caps []Cap) error
 	// KeyByHash returns the key (revoked or not) with this hash; ErrNotFound.
 	KeyByHash(ctx context.Context, hash []byte) (*Key, error)
 	// Keys lists an account's keys of a kind, newest first, revoked included. An empty

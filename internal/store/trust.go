@@ -61,10 +61,31 @@ type AuditEntry struct {
 	Detail string
 }
 
+// LevelChange is an operator's change of a node's level, which Trust.ChangeNodeLevel makes in
+// one transaction with its audit entries and, for a suspension, the clawback.
+type LevelChange struct {
+	NodeID string
+	Level  string // one of the Level* constants
+	Reason string
+	At     time.Time
+	// ClawBackRef, when not "", also claws back the node's pending earnings, as ClawBack with
+	// this ref: a ref used already claws back nothing.
+	ClawBackRef string
+	// Audit returns the change's audit entries, given the node's level before it (as stored:
+	// "" or LevelNew for a node never levelled) and the amount clawed back; they are recorded
+	// in the same transaction, in order. Nil: none.
+	Audit func(from string, clawedBack money.Nanos) []AuditEntry
+}
+
 // Trust is what the store keeps of nodes' verification and governance.
 type Trust interface {
 	// SetNodeLevel sets a node's level and why; ErrNotFound for an unknown node.
 	SetNodeLevel(ctx context.Context, nodeID, level, reason string, at time.Time) error
+	// ChangeNodeLevel sets a node's level as SetNodeLevel does, claws back its pending earnings
+	// when c.ClawBackRef is set, and records c.Audit's entries, all in one transaction: on an
+	// error nothing is written. It returns the node's level before and what was clawed back;
+	// ErrNotFound for an unknown node.
+	ChangeNodeLevel(ctx context.Context, c LevelChange) (from string, clawedBack money.Nanos, err error)
 	// SetOfferLevel sets the level of a model on a node, why, and since when.
 	SetOfferLevel(ctx context.Context, l OfferLevel) error
 	// OfferLevels lists the levels of the models of a node, by model.

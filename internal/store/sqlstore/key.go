@@ -19,18 +19,81 @@ const keyColumns = `id, account_id, kind, name, prefix, hash, created_at, revoke
 // CreateKey stores a key; its ID and Hash must be set. store.ErrConflict if the id or hash is
 // taken, store.ErrNotFound if the account does not exist.
 func (db *DB) CreateKey(ctx context.Context, k *store.Key) error {
+	if err := checkKey(k); err != nil {
+		return err
+	}
+	_, err := db.w.ExecContext(ctx, db.q(keyInsert), keyArgs(k)...)
+	if err != nil {
+		return fmt.Errorf("create key %s: %w", k.ID, dbError(err))
+	}
+	return nil
+}
+
+const keyInsert = `INSERT INTO api_keys (` + keyColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+func keyArgs(k *store.Key) []any {
+	return []any{k.ID, k.AccountID, k.Kind, k.Name, k.Prefix, k.Hash, millis(k.CreatedAt), nullMillis(k.RevokedAt),
+		jsonText(k.Routing), strings.Join(k.Models, ","),
+		k.Limits.RequestsPerMinute, k.Limits.TokensPerMinute, k.Limits.Concurrent, k.ServiceTier}
+}
+
+// checkKey refuses a key that CreateKey cannot store.
+func checkKey(k *store.Key) error {
 	if k.ID == "" || len(k.Hash) == 0 {
 		return fmt.Errorf("create key: id and hash must be set")
 	}
 	if k.Kind != store.KeyBuyer && k.Kind != store.KeyProvider {
 		return fmt.Errorf("create key %s: unknown kind %q", k.ID, k.Kind)
 	}
-	_, err := db.w.ExecContext(ctx, db.q(`INSERT INTO api_keys (`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-		k.ID, k.AccountID, k.Kind, k.Name, k.Prefix, k.Hash, millis(k.CreatedAt), nullMillis(k.RevokedAt),
-		jsonText(k.Routing), strings.Join(k.Models, ","),
-		k.Limits.RequestsPerMinute, k.Limits.TokensPerMinute, k.Limits.Concurrent, k.ServiceTier)
+	return nil
+}
+
+// CreateKeyWithCaps stores a new key with its spend caps, and marks a provider token's account
+// as a provider, in one transaction. Each cap's Scope must be store.KeyScope(k.ID) and its
+// Limit positive. store.ErrConflict if the id or hash is taken, store.ErrNotFound if the account
+// does not exist; on any error nothing is written.
+//
+// The key is inserted first, so that each cap is set as SetCap sets a key's (the buyer's
+// ledger row locked, the window counted, empty for a key just made) and the key never exists
+// without its caps.
+func (db *DB) CreateKeyWithCaps(ctx context.Context, k *store.Key, caps []store.Cap) error {
+	if err := checkKey(k); err != nil {
+		return err
+	}
+	for _, c := range caps {
+		switch {
+		case c.Scope != store.KeyScope(k.ID):
+			return fmt.Errorf("create key %s: a cap of scope %q is not the key's", k.ID, c.Scope)
+		case !store.ValidPeriod(c.Period):
+			return fmt.Errorf("create key %s: cap period %q is not daily, weekly or monthly", k.ID, c.Period)
+		case c.Limit <= 0:
+			return fmt.Errorf("create key %s: a cap's limit must be positive, not %s", k.ID, c.Limit)
+		}
+	}
+	now := db.now()
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		if k.Kind == store.KeyProvider {
+			if _, err := db.txExec(ctx, tx, `INSERT INTO providers (account_id, created_at) VALUES (?, ?)
+ON CONFLICT (account_id) DO NOTHING`, k.AccountID, millis(now)); err != nil {
+				return dbError(err)
+			}
+		}
+		if _, err := db.txExec(ctx, tx, keyInsert, keyArgs(k)...); err != nil {
+			return dbError(err)
+		}
+		for _, c := range caps {
+			busy, err := db.setCap(ctx, tx, c, now)
+			if err != nil {
+				return fmt.Errorf("cap %s: %w", c.Period, err)
+			}
+			if len(busy) > 0 { // a key made in this transaction has no holds
+				return fmt.Errorf("cap %s: %d holds of a new key", c.Period, len(busy))
+			}
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("create key %s: %w", k.ID, dbError(err))
+		return fmt.Errorf("create key %s: %w", k.ID, err)
 	}
 	return nil
 }

@@ -49,6 +49,55 @@ func (db *DB) SetNodeLevel(ctx context.Context, nodeID, level, reason string, at
 	return nil
 }
 
+// ChangeNodeLevel sets a node's level, claws back its pending earnings when c.ClawBackRef is
+// set, and records c.Audit's entries, in one transaction; it returns the level before and what
+// was clawed back. store.ErrNotFound for an unknown node.
+//
+// Locking: the clawback's ledger rows first, then the node's row, the order in which a
+// settlement that counts a node's over-claims takes them, so that the two cannot deadlock on
+// PostgreSQL. A clawback ref used already claws back nothing (as ClawBack), and is looked up
+// before it is inserted, since a failed insert would abort the transaction on PostgreSQL.
+func (db *DB) ChangeNodeLevel(ctx context.Context, c store.LevelChange) (from string, clawedBack money.Nanos, err error) {
+	if !validLevel(c.Level) {
+		return "", 0, fmt.Errorf("change level of node %s: unknown level %q", c.NodeID, c.Level)
+	}
+	err = db.write(ctx, func(tx *sql.Tx) error {
+		from, clawedBack = "", 0
+		if c.ClawBackRef != "" {
+			var used int
+			if err := db.txQueryRow(ctx, tx, `SELECT COUNT(*) FROM ledger_txns WHERE id = ?`, "clawback:"+c.ClawBackRef).Scan(&used); err != nil {
+				return err
+			}
+			if used == 0 {
+				var err error
+				if clawedBack, err = db.clawBack(ctx, tx, c.NodeID, c.ClawBackRef, c.At); err != nil {
+					return fmt.Errorf("claw back %s: %w", c.ClawBackRef, err)
+				}
+			}
+		}
+		if err := db.txQueryRow(ctx, tx, `SELECT level FROM nodes WHERE id = ?`+db.forUpdate(), c.NodeID).Scan(&from); err != nil {
+			return notFound(err)
+		}
+		if _, err := db.txExec(ctx, tx, `UPDATE nodes SET level = ?, level_reason = ?, level_changed_at = ? WHERE id = ?`,
+			c.Level, c.Reason, millis(c.At), c.NodeID); err != nil {
+			return err
+		}
+		if c.Audit == nil {
+			return nil
+		}
+		for _, e := range c.Audit(from, clawedBack) {
+			if err := db.addAudit(ctx, tx, &e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return "", 0, fmt.Errorf("change level of node %s to %s: %w", c.NodeID, c.Level, err)
+	}
+	return from, clawedBack, nil
+}
+
 // validOfferLevel reports whether l is a level a model on a node can have.
 func validOfferLevel(l string) bool {
 	switch l {
@@ -228,9 +277,21 @@ func (db *DB) AddAudit(ctx context.Context, e *store.AuditEntry) error {
 	if e.At.IsZero() {
 		e.At = db.now()
 	}
-	err := db.w.QueryRowContext(ctx, db.q(`INSERT INTO audit_log (at, actor, action, target, detail)
-VALUES (?, ?, ?, ?, ?) RETURNING id`), millis(e.At), e.Actor, e.Action, e.Target, e.Detail).Scan(&e.ID)
+	err := db.w.QueryRowContext(ctx, db.q(auditInsert), millis(e.At), e.Actor, e.Action, e.Target, e.Detail).Scan(&e.ID)
 	if err != nil {
+		return fmt.Errorf("audit %s of %s: %w", e.Action, e.Target, err)
+	}
+	return nil
+}
+
+const auditInsert = `INSERT INTO audit_log (at, actor, action, target, detail) VALUES (?, ?, ?, ?, ?) RETURNING id`
+
+// addAudit is AddAudit in a transaction.
+func (db *DB) addAudit(ctx context.Context, tx *sql.Tx, e *store.AuditEntry) error {
+	if e.At.IsZero() {
+		e.At = db.now()
+	}
+	if err := db.txQueryRow(ctx, tx, auditInsert, millis(e.At), e.Actor, e.Action, e.Target, e.Detail).Scan(&e.ID); err != nil {
 		return fmt.Errorf("audit %s of %s: %w", e.Action, e.Target, err)
 	}
 	return nil
@@ -333,122 +394,129 @@ func (db *DB) ClawBack(ctx context.Context, nodeID, ref string, at time.Time) (m
 		again bool
 	)
 	err := db.write(ctx, func(tx *sql.Tx) error {
-		total, again = 0, false
-		txn := "clawback:" + ref
-		// Recorded even when nothing is pending, so that the ref is used once: a retry must not
-		// claw back what the node earned since.
-		if err := db.beginTxn(ctx, tx, txn, "clawback", ref, at); err != nil {
-			again = errors.Is(err, store.ErrConflict)
-			return err
-		}
-
-		// The node's pending credits, locked, per settlement transaction.
-		type claim struct {
-			pending map[string]money.Nanos // pending account → the node's credits on it
-			e       money.Nanos
-		}
-		claims := map[string]*claim{}
-		rows, err := db.txQuery(ctx, tx, `SELECT txn_id, account, amount FROM ledger_entries
-WHERE node_id = ? AND node_id IS NOT NULL AND released = 0 AND amount > 0 AND account LIKE 'pending:%'`+db.forUpdate(), nodeID)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var id, acct string
-			var amount int64
-			if err := rows.Scan(&id, &acct, &amount); err != nil {
-				rows.Close()
-				return err
-			}
-			c := claims[id]
-			if c == nil {
-				c = &claim{pending: map[string]money.Nanos{}}
-				claims[id] = c
-			}
-			c.pending[acct] += money.Nanos(amount)
-			c.e += money.Nanos(amount)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if len(claims) == 0 {
-			return nil
-		}
-		txns := sortedKeys(claims)
-
-		// Each request's buyers' debits and all its providers' credits.
-		type request struct {
-			debits  map[string]money.Nanos // buyer account → debit
-			credits money.Nanos
-		}
-		reqs := map[string]*request{}
-		err = db.inChunks(ctx, tx, `SELECT txn_id, account, amount, node_id FROM ledger_entries WHERE txn_id IN `, ``, nil, txns,
-			func(r *sql.Rows) error {
-				var id, acct string
-				var amount int64
-				var node sql.NullString
-				if err := r.Scan(&id, &acct, &amount, &node); err != nil {
-					return err
-				}
-				q := reqs[id]
-				if q == nil {
-					q = &request{debits: map[string]money.Nanos{}}
-					reqs[id] = q
-				}
-				switch {
-				case strings.HasPrefix(acct, "buyer:") && amount < 0:
-					q.debits[acct] += money.Nanos(-amount)
-				case strings.HasPrefix(acct, "pending:") && node.Valid && amount > 0:
-					q.credits += money.Nanos(amount)
-				}
-				return nil
-			})
-		if err != nil {
-			return err
-		}
-
-		delta := map[string]money.Nanos{} // ledger account → change
-		for _, id := range txns {
-			c, q := claims[id], reqs[id]
-			var refunded money.Nanos
-			for buyer, d := range q.debits {
-				r := share(d, c.e, q.credits)
-				delta[buyer] += r
-				refunded += r
-			}
-			for acct, e := range c.pending {
-				delta[acct] -= e
-			}
-			delta[feesAccount] += c.e - refunded
-			total += refunded
-		}
-
-		if err := db.inChunks(ctx, tx, `UPDATE ledger_entries SET released = 2
-WHERE node_id = ? AND released = 0 AND amount > 0 AND account LIKE 'pending:%' AND txn_id IN `, ``, []any{nodeID}, txns, nil); err != nil {
-			return err
-		}
-		// Shared rows in sorted order, as settlements update them.
-		for _, acct := range sortedKeys(delta) {
-			if delta[acct] == 0 {
-				continue
-			}
-			if acct == feesAccount {
-				if err := db.ensureAccount(ctx, tx, feesAccount, "", "fees"); err != nil {
-					return err
-				}
-			}
-			if err := db.post(ctx, tx, txn, acct, delta[acct], "", time.Time{}, at); err != nil {
-				return err
-			}
-		}
-		return nil
+		var err error
+		total, err = db.clawBack(ctx, tx, nodeID, ref, at)
+		again = errors.Is(err, store.ErrConflict)
+		return err
 	})
 	if again {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, fmt.Errorf("claw back %s from node %s: %w", ref, nodeID, err)
+	}
+	return total, nil
+}
+
+// clawBack is ClawBack's transaction: store.ErrConflict (from beginTxn) when ref was used.
+func (db *DB) clawBack(ctx context.Context, tx *sql.Tx, nodeID, ref string, at time.Time) (money.Nanos, error) {
+	var total money.Nanos
+	txn := "clawback:" + ref
+	// Recorded even when nothing is pending, so that the ref is used once: a retry must not
+	// claw back what the node earned since.
+	if err := db.beginTxn(ctx, tx, txn, "clawback", ref, at); err != nil {
+		return 0, err
+	}
+
+	// The node's pending credits, locked, per settlement transaction.
+	type claim struct {
+		pending map[string]money.Nanos // pending account → the node's credits on it
+		e       money.Nanos
+	}
+	claims := map[string]*claim{}
+	rows, err := db.txQuery(ctx, tx, `SELECT txn_id, account, amount FROM ledger_entries
+WHERE node_id = ? AND node_id IS NOT NULL AND released = 0 AND amount > 0 AND account LIKE 'pending:%'`+db.forUpdate(), nodeID)
+	if err != nil {
+		return 0, err
+	}
+	for rows.Next() {
+		var id, acct string
+		var amount int64
+		if err := rows.Scan(&id, &acct, &amount); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		c := claims[id]
+		if c == nil {
+			c = &claim{pending: map[string]money.Nanos{}}
+			claims[id] = c
+		}
+		c.pending[acct] += money.Nanos(amount)
+		c.e += money.Nanos(amount)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	if len(claims) == 0 {
+		return total, nil
+	}
+	txns := sortedKeys(claims)
+
+	// Each request's buyers' debits and all its providers' credits.
+	type request struct {
+		debits  map[string]money.Nanos // buyer account → debit
+		credits money.Nanos
+	}
+	reqs := map[string]*request{}
+	err = db.inChunks(ctx, tx, `SELECT txn_id, account, amount, node_id FROM ledger_entries WHERE txn_id IN `, ``, nil, txns,
+		func(r *sql.Rows) error {
+			var id, acct string
+			var amount int64
+			var node sql.NullString
+			if err := r.Scan(&id, &acct, &amount, &node); err != nil {
+				return err
+			}
+			q := reqs[id]
+			if q == nil {
+				q = &request{debits: map[string]money.Nanos{}}
+				reqs[id] = q
+			}
+			switch {
+			case strings.HasPrefix(acct, "buyer:") && amount < 0:
+				q.debits[acct] += money.Nanos(-amount)
+			case strings.HasPrefix(acct, "pending:") && node.Valid && amount > 0:
+				q.credits += money.Nanos(amount)
+			}
+			return nil
+		})
+	if err != nil {
+		return 0, err
+	}
+
+	delta := map[string]money.Nanos{} // ledger account → change
+	for _, id := range txns {
+		c, q := claims[id], reqs[id]
+		var refunded money.Nanos
+		for buyer, d := range q.debits {
+			r := share(d, c.e, q.credits)
+			delta[buyer] += r
+			refunded += r
+		}
+		for acct, e := range c.pending {
+			delta[acct] -= e
+		}
+		delta[feesAccount] += c.e - refunded
+		total += refunded
+	}
+
+	if err := db.inChunks(ctx, tx, `UPDATE ledger_entries SET released = 2
+WHERE node_id = ? AND released = 0 AND amount > 0 AND account LIKE 'pending:%' AND txn_id IN `, ``, []any{nodeID}, txns, nil); err != nil {
+		return 0, err
+	}
+	// Shared rows in sorted order, as settlements update them.
+	for _, acct := range sortedKeys(delta) {
+		if delta[acct] == 0 {
+			continue
+		}
+		if acct == feesAccount {
+			if err := db.ensureAccount(ctx, tx, feesAccount, "", "fees"); err != nil {
+				return 0, err
+			}
+		}
+		if err := db.post(ctx, tx, txn, acct, delta[acct], "", time.Time{}, at); err != nil {
+			return 0, err
+		}
 	}
 	return total, nil
 }
