@@ -130,16 +130,18 @@ func startBenchNet(ctx context.Context, cfg *config.Bench, stderr io.Writer) (*b
 	if slots == 0 {
 		slots = cfg.Concurrency
 	}
-	n, err := localnet.Start(ctx, localnet.Config{
-		DataDir: dir, Addr: "127.0.0.1:0", Providers: cfg.Providers, MaxConcurrent: slots,
-		// Prices, fee and credit as `up` has them, so that requests are held and billed.
-		InputPrice: 50_000_000, OutputPrice: 100_000_000, FeeBasisPoints: 500, Credit: 1_000_000 * money.USD,
-		TrustNewNodes: true, Version: version,
-		Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+	nc := localnet.Config{DataDir: dir, Addr: "127.0.0.1:0", Providers: cfg.Providers, Credit: 1_000_000 * money.USD,
 		NewEngine: func(int) (engine.Engine, error) {
 			return sim.New(sim.Config{TTFT: cfg.SimTTFT, TokensPerSecond: cfg.SimTPS}), nil
 		},
-	})
+	}
+	// Prices and fee as `up` has them, so that requests are held and billed.
+	nc.Agent.MaxConcurrent, nc.Agent.Version = slots, version
+	nc.Agent.InputPrice, nc.Agent.OutputPrice = 50_000_000, 100_000_000
+	nc.Coordinator.Ledger.FeeBasisPoints = 500
+	nc.Coordinator.Fleet.TrustNewNodes = true
+	nc.Coordinator.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	n, err := localnet.Start(ctx, nc)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start a network: %w", err)

@@ -69,17 +69,9 @@ then the environment, then these flags; see docs/configuration.md.`); err != nil
 		return err
 	}
 	defer stopTracing() // after Serve has drained the requests in flight
-	fee, _ := cfg.Money.FeeBasisPoints()
-	c := coordinator.New(coordinator.Config{
-		Store: st, Log: log, DrainTimeout: cfg.DrainTimeout, HeartbeatInterval: cfg.HeartbeatInterval,
-		MaxBodyBytes: cfg.MaxBodyBytes, BodyTimeout: cfg.BodyTimeout, TLS: tlsCfg,
-		FeeBasisPoints: fee, SettlementDelay: cfg.Money.SettlementDelay, DefaultMaxTokens: cfg.Money.DefaultMaxTokens,
-		StallTimeout: cfg.StallTimeout, ReceiptKey: key, ProbeEvery: cfg.ProbeEvery, TrustNewNodes: cfg.TrustNewNodes,
-		MaxNodesPerAccount: cfg.MaxNodesPerAccount,
-		KeyLimits:          cfg.Limits.KeyLimits(), MaxTokensLimit: cfg.Limits.MaxTokens,
-		Queue: cfg.Capacity.Queue(), TierPrices: cfg.Capacity.Multipliers(),
-		TracerProvider: tp,
-	})
+	cc := cfg.Build()
+	cc.Store, cc.Log, cc.TLS, cc.ReceiptKey, cc.TracerProvider = st, log, tlsCfg, key, tp
+	c := coordinator.New(cc)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return err

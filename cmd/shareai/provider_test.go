@@ -21,7 +21,7 @@ import (
 // file's folder's wherever the agent starts, and the owner pauses and resumes it with
 // `shareai provider pause|resume|status`, which say what they did.
 func TestProvider_ConfigFileAndControl(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	dir := t.TempDir()
 	control := freeAddr(t)
 	file := filepath.Join(dir, "provider.yaml")
@@ -224,7 +224,7 @@ func writeFile(t *testing.T, path, text string) {
 
 // `shareai provider selftest` has the coordinator check the node and prints the results.
 func TestProviderSelftest(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	dir := t.TempDir()
 	file := filepath.Join(dir, "provider.yaml")
 	writeFile(t, file, fmt.Sprintf("coordinator: %s\ntoken: %s\ndata_dir: %s\nengine: {kind: sim, sim_ttft: 0s, sim_tps: 0}\ncontrol: \"\"\nlog: {level: error}\n",

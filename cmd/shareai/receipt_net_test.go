@@ -41,7 +41,7 @@ func getBody(t *testing.T, env *testenv.Env, path string, key bool) []byte {
 // A buyer saves a request's receipts and the coordinator's key as the API gives them, and
 // checks them offline, pinned to that key.
 func TestReceiptVerify_FromTheAPI(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	var resp *http.Response
 	client := env.Client()
 	_, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{

@@ -8,11 +8,9 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/shareai/shareai/internal/agent"
 	"github.com/shareai/shareai/internal/config"
 	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/localnet"
-	"github.com/shareai/shareai/internal/money"
 )
 
 // upFlags is the flag set of `shareai up`: its settings, and --check-config.
@@ -40,12 +38,9 @@ the environment, then these flags; see docs/configuration.md.`); err != nil {
 	if err != nil {
 		return err
 	}
-	in, out, _ := cfg.Ask.Prices()
-	fee, _ := cfg.Money.FeeBasisPoints()
-	credit, _ := money.ParseUSD(cfg.Credit)
-	chaos, err := agent.ParseChaos(cfg.Chaos)
+	nc, err := cfg.Build()
 	if err != nil {
-		return fmt.Errorf("--chaos: %w", err)
+		return err
 	}
 	if *check {
 		return printSettings(stdout, fs)
@@ -55,18 +50,11 @@ the environment, then these flags; see docs/configuration.md.`); err != nil {
 		return err
 	}
 	defer stopTracing() // after the network has stopped
-	n, err := localnet.Start(ctx, localnet.Config{
-		Chaos:      chaos,
-		InputPrice: in, OutputPrice: out, FeeBasisPoints: fee, SettlementDelay: cfg.Money.SettlementDelay,
-		DefaultMaxTokens: cfg.Money.DefaultMaxTokens, Credit: credit,
-		KeyLimits: cfg.Limits.KeyLimits(), MaxTokensLimit: cfg.Limits.MaxTokens,
-		Queue: cfg.Capacity.Queue(), TierPrices: cfg.Capacity.Multipliers(),
-		DataDir: cfg.DataDir, Addr: cfg.Addr, Providers: cfg.Providers, MaxConcurrent: cfg.MaxConcurrent,
-		Version: version, Log: log, TracerProvider: tp,
-		NewEngine: func(int) (engine.Engine, error) {
-			return newEngine(cfg.Engine, cfg.Upstream, cfg.UpstreamAPIKey, "", nil, cfg.SimTTFT, cfg.SimTPS)
-		},
-	})
+	nc.Coordinator.Log, nc.Coordinator.TracerProvider, nc.Agent.Version = log, tp, version
+	nc.NewEngine = func(int) (engine.Engine, error) {
+		return newEngine(cfg.Engine, cfg.Upstream, cfg.UpstreamAPIKey, "", nil, cfg.SimTTFT, cfg.SimTPS)
+	}
+	n, err := localnet.Start(ctx, nc)
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ import (
 
 // Agents reconnect on their own after the coordinator restarts, and keep their node ids.
 func TestAgent_ReconnectsAfterCoordinatorRestart(t *testing.T) {
-	env := testenv.New(t, testenv.Options{HeartbeatInterval: 200 * time.Millisecond})
+	env := testenv.New(t, func(c *testenv.Config) { c.Coordinator.Fleet.HeartbeatInterval = 200 * time.Millisecond })
 	ids := map[string]bool{}
 	for _, a := range env.Agents {
 		ids[a.NodeID()] = true
@@ -84,7 +84,7 @@ func TestLoadOrCreateNodeKey_Persists(t *testing.T) {
 
 // An agent whose engine starts after it keeps trying, and registers once the engine answers.
 func TestAgent_WaitsForItsEngine(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	eng := &late{Engine: sim.New(sim.Config{})}
 	a, err := agent.New(agent.Config{Coordinator: env.URL, Token: env.ProviderToken, DataDir: t.TempDir(),
 		Engine: eng, WaitForEngine: true})

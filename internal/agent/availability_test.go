@@ -57,7 +57,7 @@ func nodePaused(env *testenv.Env, a *agent.Agent, paused bool) {
 // The owner pauses the node: the coordinator stops sending it jobs at once, with a 503 that
 // says why, and sends them again after resume.
 func TestAgent_PauseAndResume(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, Queue: pausedWait})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) { c.Coordinator.Core.Queue = pausedWait })
 	a := env.Agents[0]
 	if err := ask(env); err != nil {
 		t.Fatal(err)
@@ -105,10 +105,13 @@ func (s *toggle) String() string      { return "mon-fri 08:00-18:00" }
 // Outside its windows a node registers but takes no job; when a window opens it does.
 func TestAgent_AvailabilityWindows(t *testing.T) {
 	var sched toggle
-	env := testenv.New(t, testenv.Options{Providers: 1, Queue: pausedWait, Agent: func(i int, c *agent.Config) {
-		c.Schedule, c.Windows, c.Timezone = &sched, sched.String(), "Europe/Berlin"
-		c.CheckEvery = 20 * time.Millisecond
-	}})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+		c.Coordinator.Core.Queue = pausedWait
+		c.EachAgent = func(i int, c *agent.Config) {
+			c.Schedule, c.Windows, c.Timezone = &sched, sched.String(), "Europe/Berlin"
+			c.CheckEvery = 20 * time.Millisecond
+		}
+	})
 	a := env.Agents[0]
 	nodePaused(env, a, true)
 	if got := a.Paused(); !strings.Contains(got, "outside its availability windows (mon-fri 08:00-18:00)") {
@@ -157,9 +160,12 @@ func TestAgent_TelemetryAndGuard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := testenv.New(t, testenv.Options{Providers: 1, HeartbeatInterval: 100 * time.Millisecond, Agent: func(i int, c *agent.Config) {
-		c.Telemetry, c.Guard, c.CheckEvery = s.next, g, 20*time.Millisecond
-	}})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+		c.Coordinator.Fleet.HeartbeatInterval = 100 * time.Millisecond
+		c.EachAgent = func(i int, c *agent.Config) {
+			c.Telemetry, c.Guard, c.CheckEvery = s.next, g, 20*time.Millisecond
+		}
+	})
 	a := env.Agents[0]
 	nodePaused(env, a, true)
 	if got := a.Paused(); !strings.Contains(got, "GPU 0 is at 86 °C (limit 83 °C); resuming below 75 °C") {
@@ -180,7 +186,7 @@ func TestAgent_ControlAPI(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "control.token"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := testenv.New(t, testenv.Options{Providers: 1, Agent: func(i int, c *agent.Config) { c.DataDir = dir }})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) { c.EachAgent = func(i int, c *agent.Config) { c.DataDir = dir } })
 	a := env.Agents[0]
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -38,7 +38,7 @@ func oneUsage(t *testing.T, env *testenv.Env, maxTokens int) openai.CompletionUs
 }
 
 func TestBench_Run(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
+	env := testenv.New(t)
 	const n, maxTokens = 40, 12
 	u := oneUsage(t, env, maxTokens)
 	if u.CompletionTokens != maxTokens {
@@ -86,7 +86,7 @@ func TestBench_Run(t *testing.T) {
 }
 
 func TestBench_Errors(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
+	env := testenv.New(t)
 	tests := []struct {
 		name, key, model string
 		status           int
@@ -125,8 +125,11 @@ func TestBench_Errors(t *testing.T) {
 // TestBench_Busy runs more requests at once than the network has slots and its queue places:
 // the rest get 503s, counted beside the answers.
 func TestBench_Busy(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, MaxConcurrent: 1, Sim: sim.Config{TokensPerSecond: 100},
-		Queue: queue.Config{Length: 1}})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+		c.Agent.MaxConcurrent = 1
+		c.Sim = sim.Config{TokensPerSecond: 100}
+		c.Coordinator.Core.Queue = queue.Config{Length: 1}
+	})
 	rep, err := bench.Run(context.Background(), bench.Config{
 		BaseURL: env.BaseURL(), APIKey: env.APIKey, Model: model, Requests: 12, Concurrency: 4,
 		Stream: true, MaxTokens: 5, Prompt: prompt,
@@ -159,7 +162,7 @@ func TestBench_NoServer(t *testing.T) {
 }
 
 func TestBench_Duration(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
+	env := testenv.New(t)
 	rep, err := bench.Run(context.Background(), bench.Config{
 		BaseURL: env.BaseURL(), APIKey: env.APIKey, Model: model, Duration: 200 * time.Millisecond, Concurrency: 4,
 		Stream: true, MaxTokens: 4, Prompt: prompt,
@@ -190,7 +193,7 @@ func (c *cancelAfter) Done(s bench.Snapshot) { c.last = s }
 
 func TestBench_Interrupted(t *testing.T) {
 	// 40 tokens a second, 8 tokens each: a request takes 0.2s, 1000 of them 100s.
-	env := testenv.New(t, testenv.Options{Sim: sim.Config{TokensPerSecond: 40}})
+	env := testenv.New(t, func(c *testenv.Config) { c.Sim = sim.Config{TokensPerSecond: 40} })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	p := &cancelAfter{n: 3, cancel: cancel}
@@ -216,7 +219,7 @@ func TestBench_Interrupted(t *testing.T) {
 }
 
 func TestBench_FirstModel(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
+	env := testenv.New(t)
 	got, err := bench.FirstModel(context.Background(), bench.NewClient(1), env.BaseURL(), env.APIKey)
 	if err != nil || !strings.HasPrefix(got, "sim/") {
 		t.Errorf("FirstModel = %q, %v; want a sim/ model", got, err)
@@ -273,7 +276,7 @@ func TestBench_Percentiles(t *testing.T) {
 }
 
 func TestBench_Report(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
+	env := testenv.New(t)
 	rep, err := bench.Run(context.Background(), bench.Config{
 		BaseURL: env.BaseURL(), APIKey: env.APIKey, Model: model, Requests: 10, Concurrency: 2,
 		Stream: true, MaxTokens: 8, Prompt: prompt,

@@ -76,7 +76,7 @@ func fakeMetrics(t *testing.T, streams func() int, perStream int) *httptest.Serv
 
 func TestBench_Hold(t *testing.T) {
 	// Two tokens a second and 100 of them: every stream stays open for the whole test.
-	env := testenv.New(t, testenv.Options{Sim: sim.Config{TokensPerSecond: 2}})
+	env := testenv.New(t, func(c *testenv.Config) { c.Sim = sim.Config{TokensPerSecond: 2} })
 	const streams = 24
 	metrics := fakeMetrics(t, func() int {
 		if c := env.Coordinator(); c != nil {
@@ -129,7 +129,7 @@ func TestBench_Hold(t *testing.T) {
 
 // TestBench_HoldTooFast holds streams that end before the reading: the report says so.
 func TestBench_HoldTooFast(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
+	env := testenv.New(t)
 	var scrapes atomic.Int32
 	metrics := fakeMetrics(t, func() int { scrapes.Add(1); return 0 }, 0)
 	defer metrics.Close()
@@ -153,7 +153,7 @@ func TestBench_HoldTooFast(t *testing.T) {
 // TestBench_HoldLiveMetrics reads the coordinator's own Prometheus endpoint: it counts the
 // streams held open.
 func TestBench_HoldLiveMetrics(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Sim: sim.Config{TokensPerSecond: 2}})
+	env := testenv.New(t, func(c *testenv.Config) { c.Sim = sim.Config{TokensPerSecond: 2} })
 	metrics := httptest.NewServer(env.Coordinator().MetricsHandler())
 	defer metrics.Close()
 	const streams = 16

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shareai/shareai/internal/gateway"
 	"github.com/shareai/shareai/internal/store"
 )
 
@@ -69,22 +70,24 @@ func TestBind_EnvironmentSetsDefaults(t *testing.T) {
 func TestLimits_Validate(t *testing.T) {
 	tests := []struct {
 		name   string
-		change func(*Limits)
+		change func(*gateway.Config)
 		field  string // "" when valid
 	}{
-		{"defaults", func(*Limits) {}, ""},
-		{"key limits", func(l *Limits) { l.KeyRPM, l.KeyTPM, l.KeyConcurrent = 60, 90000, 4 }, ""},
-		{"negative rpm", func(l *Limits) { l.KeyRPM = -1 }, "key-rpm"},
-		{"negative tpm", func(l *Limits) { l.KeyTPM = -1 }, "key-tpm"},
-		{"negative concurrent", func(l *Limits) { l.KeyConcurrent = -1 }, "key-concurrent"},
-		{"no max_tokens", func(l *Limits) { l.MaxTokens = 0 }, "max-tokens-limit"},
+		{"defaults", func(*gateway.Config) {}, ""},
+		{"key limits", func(g *gateway.Config) {
+			g.Limits = store.RateLimits{RequestsPerMinute: 60, TokensPerMinute: 90000, Concurrent: 4}
+		}, ""},
+		{"negative rpm", func(g *gateway.Config) { g.Limits.RequestsPerMinute = -1 }, "key-rpm"},
+		{"negative tpm", func(g *gateway.Config) { g.Limits.TokensPerMinute = -1 }, "key-tpm"},
+		{"negative concurrent", func(g *gateway.Config) { g.Limits.Concurrent = -1 }, "key-concurrent"},
+		{"no max_tokens", func(g *gateway.Config) { g.MaxTokensLimit = 0 }, "max-tokens-limit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var l Limits
-			l.Flags(flag.NewFlagSet("t", flag.ContinueOnError))
-			tt.change(&l)
-			err := l.Validate()
+			var g gateway.Config
+			limitsFlags(flag.NewFlagSet("t", flag.ContinueOnError), &g)
+			tt.change(&g)
+			err := validateLimits(&g)
 			var fe *FieldError
 			switch {
 			case tt.field == "" && err != nil:
@@ -96,7 +99,7 @@ func TestLimits_Validate(t *testing.T) {
 	}
 	var c Coordinator
 	c.Flags(flag.NewFlagSet("t", flag.ContinueOnError))
-	if c.Limits.MaxTokens != DefaultMaxTokensLimit || c.Limits.KeyLimits() != (store.RateLimits{}) {
-		t.Errorf("coordinator defaults %+v; want no key limits and max_tokens up to %d", c.Limits, DefaultMaxTokensLimit)
+	if g := c.Coordinator.Gateway; g.MaxTokensLimit != DefaultMaxTokensLimit || g.Limits != (store.RateLimits{}) {
+		t.Errorf("coordinator defaults %+v, max_tokens up to %d; want no key limits and max_tokens up to %d", g.Limits, g.MaxTokensLimit, DefaultMaxTokensLimit)
 	}
 }

@@ -54,7 +54,7 @@ log-format: json
 		if err := c.Validate(); err != nil {
 			t.Fatalf("Validate() = %v", err)
 		}
-		got := []any{c.Addr, c.DataDir, c.Log.Level, c.Money.FeePercent, c.Log.Format, c.DrainTimeout, c.TrustNewNodes, c.HeartbeatInterval}
+		got := []any{c.Addr, c.DataDir, c.Log.Level, c.Pricing.FeePercent, c.Log.Format, c.Coordinator.DrainTimeout, c.Coordinator.Fleet.TrustNewNodes, c.Coordinator.Fleet.HeartbeatInterval}
 		want := []any{"0.0.0.0:9000", "/env/dir", "error", "7.5", "json", time.Minute, true, 5 * time.Second}
 		for i := range want {
 			if got[i] != want[i] {
@@ -72,7 +72,7 @@ log-format: json
 		if err := u.Validate(); err != nil {
 			t.Fatalf("Validate() = %v", err)
 		}
-		got := []any{u.Addr, u.DataDir, u.Log.Level, u.Money.FeePercent, u.Providers, u.SimTPS, u.Engine}
+		got := []any{u.Net.Addr, u.Net.DataDir, u.Log.Level, u.Pricing.FeePercent, u.Net.Providers, u.SimTPS, u.Engine}
 		want := []any{"0.0.0.0:9000", "/env/dir", "error", "7.5", 3, 0.0, "sim"}
 		for i := range want {
 			if got[i] != want[i] {

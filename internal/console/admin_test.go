@@ -38,7 +38,7 @@ func auditHas(t *testing.T, env *testenv.Env, target, action string) *store.Audi
 // An admin credits an account: its balance grows by the amount, the ledger still sums to
 // zero, and the audit log says who did it; amounts that are not positive dollars are refused.
 func TestAdmin_Credit(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	ctx := context.Background()
 	ops := newWebUser(t, env, "ops@example.com", "ops", store.RoleAdmin)
 	buyer, err := env.Store.Account(ctx, "local-buyer")
@@ -100,7 +100,7 @@ func TestAdmin_Credit(t *testing.T) {
 // buyer, the ledger sums to zero, and both steps are in the audit log. A level change needs a
 // reason and a level an admin may set.
 func TestAdmin_NodeLevelAndSuspend(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 2})
+	env := testenv.New(t, testenv.Providers(2))
 	ctx := context.Background()
 	ops := newWebUser(t, env, "ops@example.com", "ops", store.RoleAdmin)
 	provider, err := env.Store.Account(ctx, "local-provider")
@@ -189,7 +189,7 @@ func TestAdmin_NodeLevelAndSuspend(t *testing.T) {
 
 // Only admins open the admin pages or use their forms.
 func TestAdmin_Access(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	ctx := context.Background()
 	ada := newWebUser(t, env, "ada@example.com", "ada-labs", store.RoleBuyer)
 	grace := newWebUser(t, env, "grace@example.com", "grace-gpus", store.RoleProvider)

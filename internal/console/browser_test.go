@@ -116,7 +116,7 @@ func TestBrowser_BuyerAndProvider(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drives a browser")
 	}
-	env := testenv.New(t, testenv.Options{Providers: 1, Sim: sim.Config{TokensPerSecond: 200}})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) { c.Sim = sim.Config{TokensPerSecond: 200} })
 	base := env.URL
 
 	// The buyer.

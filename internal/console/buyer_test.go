@@ -155,7 +155,7 @@ var buyerNewKeyRE = regexp.MustCompile(`id="new-key"[^>]*>(sk-[a-z2-7]+)<`)
 // key works with the OpenAI SDK until the buyer revokes it; another account's key cannot be
 // revoked, and a form with no CSRF token or bad fields creates nothing.
 func TestBuyer_Keys(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, KeyCacheTTL: time.Nanosecond})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) { c.Coordinator.Gateway.KeyCacheTTL = time.Nanosecond })
 	ctx := context.Background()
 	acct := buyerAcct(t, env)
 	u := buyerLogIn(t, env, acct, store.RoleBuyer)
@@ -313,7 +313,7 @@ func TestBuyer_Keys(t *testing.T) {
 
 // The buyer's pages need a log-in with the buyer role.
 func TestBuyer_Access(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	prov := buyerLogIn(t, env, buyerAcct(t, env), store.RoleProvider)
 	anon := &buyerUser{t: t, base: env.URL}
 	for _, path := range []string{"/buyer", "/buyer/keys", "/buyer/requests", "/buyer/playground", "/buyer/requests/req_x", "/buyer/requests/req_x/receipts.json"} {
@@ -334,7 +334,7 @@ func TestBuyer_Access(t *testing.T) {
 // A request made with the SDK shows in the request log, and its page shows its node, cost and
 // receipts, which download as JSON that verifies against the coordinator's key.
 func TestBuyer_Requests(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	ctx := context.Background()
 	acct := buyerAcct(t, env)
 	u := buyerLogIn(t, env, acct, store.RoleBuyer)
@@ -472,7 +472,7 @@ func buyerSSE(t *testing.T, r io.Reader) []string {
 // The playground streams an answer from the network through the console, as the account,
 // with a key made for the chat and revoked after it, which never reaches the browser.
 func TestBuyer_Playground(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 2, Regions: []string{"de", "us"}})
+	env := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) { c.Regions = []string{"de", "us"} })
 	ctx := context.Background()
 	acct := buyerAcct(t, env)
 	u := buyerLogIn(t, env, acct, store.RoleBuyer)
@@ -636,7 +636,10 @@ func TestBuyer_Models(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := testenv.New(t, testenv.Options{Providers: 2, Regions: []string{"de", "us"}, TierPrices: prices})
+	env := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) {
+		c.Regions = []string{"de", "us"}
+		c.Coordinator.Core.TierPrices = prices
+	})
 	prov := buyerLogIn(t, env, buyerAcct(t, env), store.RoleProvider)
 	status, page := prov.get("/models")
 	if status != http.StatusOK || !strings.Contains(page, `<table id="models">`) {
@@ -683,7 +686,7 @@ func TestBuyer_Models(t *testing.T) {
 
 // The overview shows the credits and the usage per day and per model.
 func TestBuyer_Overview(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	ctx := context.Background()
 	acct := buyerAcct(t, env)
 	u := buyerLogIn(t, env, acct, store.RoleBuyer)
@@ -727,7 +730,7 @@ func (buyerFailingUsage) UsageByDay(context.Context, string, time.Time) ([]store
 
 // When the usage cannot be read, the overview still shows the credits, and says so.
 func TestBuyer_OverviewWithoutUsage(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	acct := buyerAcct(t, env)
 	c, err := console.New(console.Config{Store: buyerFailingUsage{env.Store}, Fleet: env.Coordinator().Fleet})
 	if err != nil {

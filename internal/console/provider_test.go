@@ -222,7 +222,7 @@ var newTokenRe = regexp.MustCompile(`id="new-token"[^>]*>(spt-[a-z2-7]+)<`)
 // its status, its page shows its hardware, live telemetry and reputation; after a request its
 // earnings show as pending.
 func TestProvider_TokenNodeTelemetryEarnings(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, HeartbeatInterval: 200 * time.Millisecond})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) { c.Coordinator.Fleet.HeartbeatInterval = 200 * time.Millisecond })
 	grace := newWebUser(t, env, "grace@example.com", "grace-gpus", store.RoleProvider)
 
 	body := grace.mustGet("/provider")
@@ -343,7 +343,7 @@ func parseURL(s string) *url.URL {
 // A provider sees only its own nodes and tokens; a buyer no provider page; a visitor logs in
 // first.
 func TestProvider_Access(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	ctx := context.Background()
 	other := env.Agents[0].NodeID() // the network's own provider's node
 	grace := newWebUser(t, env, "grace@example.com", "grace-gpus", store.RoleProvider)
@@ -408,7 +408,7 @@ func TestProvider_Access(t *testing.T) {
 
 // A node page renders for a node that never sent telemetry, declared windows and is offline.
 func TestProvider_NodePageOffline(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	ctx := context.Background()
 	grace := newWebUser(t, env, "grace@example.com", "grace-gpus", store.RoleProvider)
 	now := time.Now()

@@ -29,54 +29,31 @@ import (
 	"github.com/shareai/shareai/internal/ledger"
 	"github.com/shareai/shareai/internal/metrics"
 	"github.com/shareai/shareai/internal/protocol"
-	"github.com/shareai/shareai/internal/queue"
 	"github.com/shareai/shareai/internal/reputation"
 	"github.com/shareai/shareai/internal/store"
-	"github.com/shareai/shareai/internal/tier"
 	"github.com/shareai/shareai/internal/verify"
 )
 
-// Config configures a coordinator.
+// Config configures a coordinator: the components' configs whole, each holding its own
+// settings, and the few that are the coordinator's own. A new setting of a component is
+// declared once, in the component's Config, and reaches it without a copy here.
+//
+// New fills in the wiring of each component config, whatever it held: the store, the logger,
+// the metrics, the other components and callbacks (fleet.Config.Authenticate and Selftest,
+// gateway.Config.Reputation, console.Config.API, Reputation and Secure). What the coordinator
+// owns for all of them (ReceiptKey, TracerProvider) it hands to the core and the gateway;
+// what one component owns and another reads (the gateway's Limits and the core's TierPrices,
+// which the console shows) is set once, in the owner's config, and wired into the reader's
+// (console.Config.KeyLimits and TierPrices).
 type Config struct {
 	Store store.Store
 	Log   *slog.Logger
+	TLS   *tls.Config // nil: plain HTTP
 	// DrainTimeout bounds how long a shutdown waits for streams in flight. Default 30s.
-	DrainTimeout      time.Duration
-	HeartbeatInterval time.Duration // default 5s
-	// RecordInterval is how often connected nodes' activity is stored. Default 1m.
-	RecordInterval time.Duration
-	MaxBodyBytes   int64         // default 16 MiB
-	KeyCacheTTL    time.Duration // default 10s
-	TLS            *tls.Config   // nil: plain HTTP
+	DrainTimeout time.Duration
 	// BodyTimeout bounds how long a request's body may take to arrive, from the start of the
 	// request (408 after it); it never bounds the answer. Default 1 minute.
 	BodyTimeout time.Duration
-	// FeeBasisPoints is the platform fee on top of nodes' asks (500 = 5%).
-	FeeBasisPoints   int
-	SettlementDelay  time.Duration // providers' earnings stay pending this long; default 72h
-	DefaultMaxTokens int           // bounds requests without max_tokens; default 4096
-	// StallTimeout is the most a node may stay silent mid-answer before another takes over.
-	StallTimeout time.Duration
-	// KeyLimits are the rate limits of API keys that set none of their own (0: unlimited),
-	// counted in this process; MaxTokensLimit is the most max_tokens a request may ask for
-	// (default 32768). See gateway.Config.
-	KeyLimits      store.RateLimits
-	MaxTokensLimit int
-	// Queue and TierPrices are the gateway's (gateway.Config).
-	Queue      queue.Config
-	TierPrices tier.Multipliers
-	// ProbeEvery is the mean time between two canary probes of a node (default 10 minutes);
-	// ScoreEvery how often reputations are recomputed (default 1 minute); ProbeTick how often
-	// the prober looks for nodes to check (default 1s).
-	ProbeEvery, ScoreEvery, ProbeTick time.Duration
-	// CheckTimeout bounds one check of a node (default 1 minute).
-	CheckTimeout time.Duration
-	// TrustNewNodes makes new nodes verified without onboarding checks: for a private network
-	// of one's own machines, and tests of misbehaving engines.
-	TrustNewNodes bool
-	// MaxNodesPerAccount bounds the nodes one provider account has connected at once
-	// (fleet.Config); default fleet.DefaultMaxNodesPerAccount.
-	MaxNodesPerAccount int
 	// ReceiptKey is the key the coordinator countersigns jobs' receipts with, which buyers pin
 	// (GET /v1/receipts/key): keep it in a file (keyfile.LoadOrCreate). Nil: a key made for
 	// this run alone, with a warning.
@@ -87,6 +64,23 @@ type Config struct {
 	// Metrics is the registry the coordinator's metrics are registered on, served by
 	// Coordinator.MetricsHandler; nil: a registry of its own.
 	Metrics *metrics.Registry
+
+	// Fleet holds the nodes' settings: heartbeats, how often they are recorded, whether new
+	// nodes are trusted without checks, the nodes per account.
+	Fleet fleet.Config
+	// Ledger holds the billing settings: the platform fee, the settlement delay, the default
+	// max_tokens.
+	Ledger ledger.Config
+	// Prober holds the verification settings: canary probes, scores, checks' timeout. Zero
+	// Rules: reputation.DefaultRules.
+	Prober verify.Config
+	// Core holds the request core's settings: stalls, the queue and the tiers' prices.
+	Core core.Config
+	// Gateway holds the buyer API's settings: bodies, keys' cache and default limits, the
+	// max_tokens ceiling.
+	Gateway gateway.Config
+	// Console holds the web console's settings.
+	Console console.Config
 }
 
 // KeyFile is the file in the coordinator's data directory that keeps its receipt key.
@@ -155,37 +149,34 @@ func New(cfg Config) *Coordinator {
 		cfg.Metrics = metrics.NewRegistry()
 	}
 	c := &Coordinator{cfg: cfg, log: cfg.Log, Metrics: metrics.NewCoordinator(cfg.Metrics)}
-	c.Fleet = fleet.New(fleet.Config{
-		Store:              cfg.Store,
-		Authenticate:       c.authenticateProvider,
-		HeartbeatInterval:  cfg.HeartbeatInterval,
-		RecordInterval:     cfg.RecordInterval,
-		TrustNewNodes:      cfg.TrustNewNodes,
-		MaxNodesPerAccount: cfg.MaxNodesPerAccount,
-		Selftest: func(ctx context.Context, n *fleet.Node) *protocol.Selftest {
-			return c.Prober.Selftest(ctx, n) // the prober is made below, before any node connects
-		},
-		Log: cfg.Log,
-	})
-	c.Ledger = ledger.New(ledger.Config{
-		Store: cfg.Store, FeeBasisPoints: cfg.FeeBasisPoints, SettlementDelay: cfg.SettlementDelay,
-		DefaultMaxTokens: cfg.DefaultMaxTokens, Metrics: c.Metrics, Log: cfg.Log,
-	})
-	c.Prober = verify.New(verify.Config{
-		Fleet: c.Fleet, Store: cfg.Store, Ledger: c.Ledger, Rules: reputation.DefaultRules(),
-		ProbeEvery: cfg.ProbeEvery, ScoreEvery: cfg.ScoreEvery, Tick: cfg.ProbeTick, CheckTimeout: cfg.CheckTimeout, Log: cfg.Log,
-	})
-	c.Core = core.New(core.Config{
-		Store: cfg.Store, Fleet: c.Fleet, Ledger: c.Ledger, Log: cfg.Log, StallTimeout: cfg.StallTimeout,
-		ReceiptKey: cfg.ReceiptKey, Metrics: c.Metrics, TracerProvider: cfg.TracerProvider,
-		Queue: cfg.Queue, TierPrices: cfg.TierPrices,
-	})
-	c.Gateway = gateway.New(gateway.Config{
-		Core: c.Core, Reputation: c.Prober.Explain,
-		Store: cfg.Store, Fleet: c.Fleet, Ledger: c.Ledger, Log: cfg.Log,
-		MaxBodyBytes: cfg.MaxBodyBytes, KeyCacheTTL: cfg.KeyCacheTTL, Metrics: c.Metrics, TracerProvider: cfg.TracerProvider,
-		Limits: cfg.KeyLimits, MaxTokensLimit: cfg.MaxTokensLimit,
-	})
+
+	fc := cfg.Fleet
+	fc.Store, fc.Log, fc.Authenticate = cfg.Store, cfg.Log, c.authenticateProvider
+	fc.Selftest = func(ctx context.Context, n *fleet.Node) *protocol.Selftest {
+		return c.Prober.Selftest(ctx, n) // the prober is made below, before any node connects
+	}
+	c.Fleet = fleet.New(fc)
+
+	lc := cfg.Ledger
+	lc.Store, lc.Metrics, lc.Log = cfg.Store, c.Metrics, cfg.Log
+	c.Ledger = ledger.New(lc)
+
+	kc := cfg.Core
+	kc.Store, kc.Fleet, kc.Ledger, kc.Log, kc.Metrics = cfg.Store, c.Fleet, c.Ledger, cfg.Log, c.Metrics
+	kc.ReceiptKey, kc.TracerProvider = cfg.ReceiptKey, cfg.TracerProvider
+	c.Core = core.New(kc)
+
+	pc := cfg.Prober
+	pc.Fleet, pc.Store, pc.Ledger, pc.Core, pc.Log = c.Fleet, cfg.Store, c.Ledger, c.Core, cfg.Log
+	if pc.Rules == (reputation.Rules{}) {
+		pc.Rules = reputation.DefaultRules()
+	}
+	c.Prober = verify.New(pc)
+
+	gc := cfg.Gateway
+	gc.Core, gc.Store, gc.Fleet, gc.Ledger, gc.Log, gc.Metrics = c.Core, cfg.Store, c.Fleet, c.Ledger, cfg.Log, c.Metrics
+	gc.Reputation, gc.TracerProvider = c.Prober.Explain, cfg.TracerProvider
+	c.Gateway = gateway.New(gc)
 	metrics.RegisterFleet(cfg.Metrics, metrics.FleetView{Nodes: c.nodeSamples, Running: c.Fleet.Running})
 
 	mux := http.NewServeMux()
@@ -197,8 +188,11 @@ func New(cfg Config) *Coordinator {
 	})
 	mux.HandleFunc("GET /readyz", c.readyz)
 	c.handler = gateway.WithRequestID(mux)
-	web, err := console.New(console.Config{Store: cfg.Store, Fleet: c.Fleet, Ledger: c.Ledger, API: c.handler,
-		Secure: cfg.TLS != nil, Reputation: c.Prober.Explain, KeyLimits: cfg.KeyLimits, TierPrices: cfg.TierPrices, Log: cfg.Log})
+	cc := cfg.Console
+	cc.Store, cc.Fleet, cc.Ledger, cc.Log = cfg.Store, c.Fleet, c.Ledger, cfg.Log
+	cc.API, cc.Secure, cc.Reputation = c.handler, cfg.TLS != nil, c.Prober.Explain
+	cc.KeyLimits, cc.TierPrices = gc.Limits, c.Core.TierPrices() // the gateway's and the core's, which the console shows
+	web, err := console.New(cc)
 	if err != nil {
 		panic(err) // the console's templates are embedded: a broken one is a bug caught by tests
 	}

@@ -73,7 +73,7 @@ func ask(t *testing.T, env *testenv.Env, model, node string) (string, int) {
 // count; elsewhere, once the coordinator has learned the model's tokens per byte from the
 // honest answers of verified nodes, at most 25% more; and the node is flagged every time.
 func TestHostileNode_InflatedClaims(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const answerText = "Paris is the capital of France. It sits on the Seine, and three million people live in the city."
@@ -131,7 +131,7 @@ func TestHostileNode_InflatedClaims(t *testing.T) {
 // nodes serve (checked against their answers) or for one nobody does (reference-free checks),
 // and gets no buyer traffic.
 func TestHostileNode_GarbageNeverVerified(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, Onboard: true})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) { c.Coordinator.Fleet.TrustNewNodes = false })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	h := joined(ctx, t, env, "sim/llama-3.1-8b", "hostile/new-model")
@@ -167,7 +167,7 @@ func TestHostileNode_GarbageNeverVerified(t *testing.T) {
 // still taken.
 func TestHostileNode_NodesPerAccount(t *testing.T) {
 	const limit = 3
-	env := testenv.New(t, testenv.Options{Providers: 1, MaxNodesPerAccount: limit})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) { c.Coordinator.Fleet.MaxNodesPerAccount = limit })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var nodes []*testenv.Hostile
@@ -207,7 +207,7 @@ func TestHostileNode_NodesPerAccount(t *testing.T) {
 // cancels jobs) is a node refusing the request: the buyer gets an error, and the request's
 // hold is closed at once, not left open until a restart.
 func TestHostileNode_CancelledAtOnce(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h := joined(ctx, t, env, "hostile/cancels")
@@ -228,7 +228,7 @@ func TestHostileNode_CancelledAtOnce(t *testing.T) {
 // A node whose tool calls are not OpenAI's failed the answer: a buyer of a whole answer gets
 // an error that costs nothing, not an empty 200 billed as if the buyer had gone away.
 func TestHostileNode_MalformedToolCalls(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h := joined(ctx, t, env, "hostile/tools")
@@ -257,7 +257,7 @@ func TestHostileNode_MalformedToolCalls(t *testing.T) {
 // recorded.
 func TestHostileNode_NodesPerAccountConcurrent(t *testing.T) {
 	const limit, tries = 4, 12
-	env := testenv.New(t, testenv.Options{Providers: 1, MaxNodesPerAccount: limit})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) { c.Coordinator.Fleet.MaxNodesPerAccount = limit })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	hs := make([]*testenv.Hostile, tries)

@@ -69,7 +69,7 @@ func checkRefused(ctx context.Context, t *testing.T, env *testenv.Env, h *testen
 // A hostile node is refused for each limit it breaks, or has the field clamped, and the
 // network keeps serving honest nodes and buyers all the while.
 func TestHostileNode(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	f := env.Coordinator().Fleet

@@ -32,9 +32,11 @@ func (e onePiece) Run(ctx context.Context, req *protocol.Request, out engine.Out
 // delta may carry arrives whole, and the node stays connected.
 func TestLimits_HonestLongAnswer(t *testing.T) {
 	text := strings.Repeat("naïve 東京 ", 3*protocol.MaxDeltaBytes/15)
-	env := testenv.New(t, testenv.Options{Providers: 1, NewEngine: func(int) (engine.Engine, error) {
-		return onePiece{sim.New(sim.Config{}), text}, nil
-	}})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+		c.NewEngine = func(int) (engine.Engine, error) {
+			return onePiece{sim.New(sim.Config{}), text}, nil
+		}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := env.Client()

@@ -17,7 +17,7 @@ import (
 // PreemptGrace the coordinator ends the job itself, gold gets the slot, and the bronze answer
 // continues exactly.
 func TestPreempt_NodeIgnoresCancel(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const model = "hand/stubborn"

@@ -19,7 +19,7 @@ import (
 // The node proves it holds its key by signing the domain string and the nonce: a signature of
 // the bare nonce (as agents before receipts made) is refused, saying to upgrade.
 func TestHandshake_SignsRegisterMessage(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	_, key, _ := ed25519.GenerateKey(nil)
 	tests := []struct {
 		name    string

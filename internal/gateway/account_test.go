@@ -160,7 +160,7 @@ func usageCost(t *testing.T, u openai.CompletionUsage) string {
 func generationPath(id string) string { return "generation?id=" + url.QueryEscape(id) }
 
 func TestGeneration(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	client := env.Client()
 	ctx := context.Background()
 
@@ -252,7 +252,7 @@ func TestGeneration(t *testing.T) {
 // GET /v1/generation names the tier that served a request by OpenAI's service_tier name, and
 // how long it waited in the queue; a record from before tiers was served at default.
 func TestGeneration_ServiceTier(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	ctx := context.Background()
 	k, err := env.Store.KeyByHash(ctx, store.HashSecret(env.APIKey))
 	if err != nil {
@@ -285,7 +285,7 @@ func TestGeneration_ServiceTier(t *testing.T) {
 // A request's tier, named in the request or by its key's default, is what its record and
 // GET /v1/generation say served it.
 func TestGeneration_ServiceTierServed(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	ctx := context.Background()
 	k, err := env.Store.KeyByHash(ctx, store.HashSecret(env.APIKey))
 	if err != nil {
@@ -326,7 +326,7 @@ func TestGeneration_ServiceTierServed(t *testing.T) {
 }
 
 func TestCreditsAndKey(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	client := env.Client()
 	ctx := context.Background()
 	k, err := env.Store.KeyByHash(ctx, store.HashSecret(env.APIKey))
@@ -423,7 +423,7 @@ func TestCreditsAndKey(t *testing.T) {
 }
 
 func TestProviderEarnings(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 2})
+	env := testenv.New(t, testenv.Providers(2))
 	client := env.Client()
 	ctx := context.Background()
 	pk, err := env.Store.KeyByHash(ctx, store.HashSecret(env.ProviderToken))
@@ -545,7 +545,7 @@ func TestProviderEarnings(t *testing.T) {
 // Broken object-level authorization: a second buyer asks for the first buyer's objects by id,
 // on every endpoint that takes one, and learns nothing: 404, as for an id that does not exist.
 func TestAccount_BOLA(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	ctx := context.Background()
 	alice := env.Client()
 

@@ -47,7 +47,10 @@ func generation(t *testing.T, env *testenv.Env, requestID string) (g struct {
 // A stream cut mid-way with no node left to continue it is billed for what its buyer received,
 // and the node that generated it earns it: not recorded as $0.
 func TestBilling_CutWithNoNodeLeft(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, Sim: sim.Config{TokensPerSecond: 100}, Queue: queue.Config{Timeout: 200 * time.Millisecond}})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+		c.Sim = sim.Config{TokensPerSecond: 100}
+		c.Coordinator.Core.Queue = queue.Config{Timeout: 200 * time.Millisecond}
+	})
 	resp := streamReq(t, env, "Tell a long story.")
 	defer resp.Body.Close()
 	node, id := resp.Header.Get("X-Shareai-Node"), resp.Header.Get("X-Request-Id")
@@ -80,7 +83,7 @@ func TestBilling_CutWithNoNodeLeft(t *testing.T) {
 // estimate from bytes). (A non-streamed answer, which its buyer gets only whole, is not:
 // cmd/shareai's crash test kills the coordinator with one in flight.)
 func TestBilling_CheckpointAtFirstToken(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, Sim: sim.Config{TokensPerSecond: 10}})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) { c.Sim = sim.Config{TokensPerSecond: 10} })
 	ctx := context.Background()
 	resp := streamReq(t, env, "Tell a long story.")
 	defer resp.Body.Close()
@@ -111,9 +114,11 @@ func TestBilling_CheckpointAtFirstToken(t *testing.T) {
 // An answer not streamed that fails with no node to finish it reaches its buyer as an error
 // only: it costs nothing, and its hold is closed.
 func TestBilling_NonStreamedFailureCostsNothing(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, NewEngine: func(int) (engine.Engine, error) {
-		return failsMidAnswer{sim.New(sim.Config{})}, nil
-	}})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+		c.NewEngine = func(int) (engine.Engine, error) {
+			return failsMidAnswer{sim.New(sim.Config{})}, nil
+		}
+	})
 	client := env.Client()
 	var resp *http.Response
 	_, err := client.Chat.Completions.New(context.Background(), chatParams("A whole answer, please.", 5), option.WithResponseInto(&resp))

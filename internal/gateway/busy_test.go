@@ -13,7 +13,10 @@ import (
 // always served: a node whose slot freed a moment ago is not refused as busy because the
 // candidates' cached snapshot still counts the job that ended.
 func TestBusy_FreedSlotIsTakenAtOnce(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 2, MaxConcurrent: 1, Sim: sim.Config{TokensPerSecond: 2000}})
+	env := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) {
+		c.Agent.MaxConcurrent = 1
+		c.Sim = sim.Config{TokensPerSecond: 2000}
+	})
 	client := env.Client()
 	var wg sync.WaitGroup
 	var mu sync.Mutex

@@ -17,7 +17,10 @@ import (
 
 // A buyer who disconnects cancels the job on the node, and the node's slot is free again.
 func TestChat_BuyerCancelFreesSlot(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, MaxConcurrent: 1, Sim: sim.Config{TokensPerSecond: 20}})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+		c.Agent.MaxConcurrent = 1
+		c.Sim = sim.Config{TokensPerSecond: 20}
+	})
 	client := env.Client()
 	ctx, cancel := context.WithCancel(context.Background())
 	stream := client.Chat.Completions.NewStreaming(ctx, chatParams("a long answer, please", 1))
@@ -71,7 +74,7 @@ func keyAccount(t *testing.T, env *testenv.Env) string {
 
 // One slow buyer, who stops reading, never stalls the other jobs on the same node connection.
 func TestChat_SlowBuyerDoesNotStallOthers(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	slow := env.Post("/chat/completions", `{"model":"sim/llama-3.1-8b","stream":true,"messages":[{"role":"user","content":"slow reader"}]}`)
 	defer slow.Body.Close()
 	if slow.StatusCode != http.StatusOK {

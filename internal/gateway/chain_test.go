@@ -17,10 +17,12 @@ import (
 // serves as the first network's upstream. Models are discovered with GET /v1/models, and
 // answers pass through both networks unchanged.
 func TestOpenAIEngine_AgainstAnotherNetwork(t *testing.T) {
-	upstream := testenv.New(t, testenv.Options{Providers: 1})
-	front := testenv.New(t, testenv.Options{Providers: 2, NewEngine: func(int) (engine.Engine, error) {
-		return openaicompat.New(openaicompat.Config{BaseURL: upstream.BaseURL(), APIKey: upstream.APIKey})
-	}})
+	upstream := testenv.New(t, testenv.Providers(1))
+	front := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) {
+		c.NewEngine = func(int) (engine.Engine, error) {
+			return openaicompat.New(openaicompat.Config{BaseURL: upstream.BaseURL(), APIKey: upstream.APIKey})
+		}
+	})
 	ctx := context.Background()
 	client := front.Client()
 	models, err := client.Models.List(ctx)
@@ -76,10 +78,12 @@ func TestOpenAIEngine_AgainstAnotherNetwork(t *testing.T) {
 // nodes run on the gateway of a second network, which continues a trailing assistant message.
 // A front node drops mid-stream; the other front node continues, and the answer is whole.
 func TestOpenAIEngine_ContinuesAfterFailover(t *testing.T) {
-	upstream := testenv.New(t, testenv.Options{Providers: 1, Sim: sim.Config{TokensPerSecond: 100}})
-	front := testenv.New(t, testenv.Options{Providers: 2, NewEngine: func(int) (engine.Engine, error) {
-		return openaicompat.New(openaicompat.Config{BaseURL: upstream.BaseURL(), APIKey: upstream.APIKey, Continue: openaicompat.ContinuePrefill})
-	}})
+	upstream := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) { c.Sim = sim.Config{TokensPerSecond: 100} })
+	front := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) {
+		c.NewEngine = func(int) (engine.Engine, error) {
+			return openaicompat.New(openaicompat.Config{BaseURL: upstream.BaseURL(), APIKey: upstream.APIKey, Continue: openaicompat.ContinuePrefill})
+		}
+	})
 	const prompt = "A long answer through two networks."
 	resp := streamReq(t, front, prompt)
 	defer resp.Body.Close()

@@ -27,9 +27,12 @@ func TestChaos_FailoverKeepsEveryAnswerWhole(t *testing.T) {
 		requests = 100
 	}
 	goroutines := runtime.NumGoroutine()
-	env := testenv.New(t, testenv.Options{
-		Providers: 4, Healthy: 1, MaxConcurrent: 64, StallTimeout: time.Second,
-		Chaos: agent.Chaos{Drop: 0.15, Stall: 0.1}, Sim: sim.Config{TokensPerSecond: 1500},
+	env := testenv.New(t, testenv.Providers(4), func(c *testenv.Config) {
+		c.Healthy = 1
+		c.Agent.MaxConcurrent = 64
+		c.Coordinator.Core.StallTimeout = time.Second
+		c.Agent.Chaos = agent.Chaos{Drop: 0.15, Stall: 0.1}
+		c.Sim = sim.Config{TokensPerSecond: 1500}
 	})
 	client := env.Client()
 	var (

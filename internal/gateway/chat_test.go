@@ -57,7 +57,7 @@ func chatParamsFor(model, prompt string, seed int64) openai.ChatCompletionNewPar
 }
 
 func TestChat_NonStreaming(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
+	env := testenv.New(t)
 	client := env.Client()
 	var resp *http.Response
 	got, err := client.Chat.Completions.New(context.Background(), chatParams("Tell me about GPUs.", 7), option.WithResponseInto(&resp))
@@ -91,7 +91,7 @@ func TestChat_NonStreaming(t *testing.T) {
 }
 
 func TestChat_StreamingEqualsNonStreaming(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
+	env := testenv.New(t)
 	client := env.Client()
 	params := chatParams("Write a haiku about idle GPUs.", 42)
 	whole, err := client.Chat.Completions.New(context.Background(), params)
@@ -140,7 +140,7 @@ func TestChat_StreamingEqualsNonStreaming(t *testing.T) {
 }
 
 func TestChat_StreamUsageChunk(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
+	env := testenv.New(t)
 	params := chatParams("Count to ten.", 3)
 	params.MaxTokens = openai.Int(9)
 	client := env.Client()
@@ -176,7 +176,7 @@ func TestChat_StreamUsageChunk(t *testing.T) {
 }
 
 func TestChat_Passthrough(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
+	env := testenv.New(t)
 	client := env.Client()
 	ctx := context.Background()
 
@@ -260,7 +260,7 @@ func TestChat_Passthrough(t *testing.T) {
 }
 
 func TestCompletions(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
+	env := testenv.New(t)
 	client := env.Client()
 	ctx := context.Background()
 	params := openai.CompletionNewParams{
@@ -301,7 +301,7 @@ func TestCompletions(t *testing.T) {
 }
 
 func TestModels(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 3})
+	env := testenv.New(t, testenv.Providers(3))
 	ctx := context.Background()
 	client := env.Client()
 	page, err := client.Models.List(ctx)
@@ -332,7 +332,7 @@ func TestModels(t *testing.T) {
 
 // Each of 100 concurrent streams over 2 nodes gets its own, correct answer.
 func TestChat_100ConcurrentStreams(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Sim: sim.Config{TokensPerSecond: 2000}})
+	env := testenv.New(t, func(c *testenv.Config) { c.Sim = sim.Config{TokensPerSecond: 2000} })
 	client := env.Client()
 	var (
 		wg    sync.WaitGroup

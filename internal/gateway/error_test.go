@@ -37,7 +37,7 @@ func assertAPIError(t *testing.T, err error, status int, code string) *openai.Er
 }
 
 func TestErrors_Auth(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, KeyCacheTTL: 1})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) { c.Coordinator.Gateway.KeyCacheTTL = 1 })
 	ctx := context.Background()
 	params := chatParams("hi", 1)
 
@@ -69,7 +69,7 @@ func TestErrors_Auth(t *testing.T) {
 }
 
 func TestErrors_BadRequests(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	tests := []struct {
 		name, path, body string
 		status           int
@@ -122,7 +122,7 @@ func TestErrors_BadRequests(t *testing.T) {
 }
 
 func TestErrors_BodyTooLarge(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	huge := `{"model":"sim/llama-3.1-8b","messages":[{"role":"user","content":"` + strings.Repeat("a", 17<<20) + `"}]}`
 	resp := env.Post("/chat/completions", huge)
 	defer resp.Body.Close()
@@ -135,8 +135,11 @@ func TestErrors_BodyTooLarge(t *testing.T) {
 // A request no node can take is answered at once with the reason, never left to hang.
 func TestErrors_NoProviderAvailable(t *testing.T) {
 	// The request waits in the queue for the busy node, up to its deadline.
-	env := testenv.New(t, testenv.Options{Providers: 1, MaxConcurrent: 1, Sim: sim.Config{TokensPerSecond: 5},
-		Queue: queue.Config{Timeout: 200 * time.Millisecond}})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+		c.Agent.MaxConcurrent = 1
+		c.Sim = sim.Config{TokensPerSecond: 5}
+		c.Coordinator.Core.Queue = queue.Config{Timeout: 200 * time.Millisecond}
+	})
 	client := env.Client()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -155,7 +158,7 @@ func TestErrors_NoProviderAvailable(t *testing.T) {
 }
 
 func TestHealth(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	for _, path := range []string{"/healthz", "/readyz"} {
 		resp, err := http.Get(env.URL + path)
 		if err != nil {

@@ -17,7 +17,7 @@ import (
 //
 //	go test -run '^$' -bench FailoverGap -benchtime 100x ./internal/gateway
 func BenchmarkFailoverGap(b *testing.B) {
-	env := testenv.New(b, testenv.Options{Providers: 3, Sim: sim.Config{TokensPerSecond: 200}})
+	env := testenv.New(b, testenv.Providers(3), func(c *testenv.Config) { c.Sim = sim.Config{TokensPerSecond: 200} })
 	gaps := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := range b.N {

@@ -102,7 +102,7 @@ func agentIndex(env *testenv.Env, node string) int {
 // A node that vanishes mid-stream is replaced, and the buyer gets one unbroken answer: the same
 // text as an undisturbed run, one id, one [DONE]; both nodes are paid for their parts.
 func TestFailover_NodeDropsMidStream(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 2, Sim: sim.Config{TokensPerSecond: 100}})
+	env := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) { c.Sim = sim.Config{TokensPerSecond: 100} })
 	const prompt = "Tell a long story about failover."
 	resp := streamReq(t, env, prompt)
 	defer resp.Body.Close()
@@ -131,9 +131,12 @@ func TestFailover_NodeDropsMidStream(t *testing.T) {
 // deadline passes it hands the running job back: another node finishes the answer, and both
 // are paid for their parts.
 func TestFailover_NodeStepsAside(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 2, Sim: sim.Config{TokensPerSecond: 100}, Agent: func(i int, c *agent.Config) {
-		c.Drain, c.CheckEvery = 50*time.Millisecond, 20*time.Millisecond
-	}})
+	env := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) {
+		c.Sim = sim.Config{TokensPerSecond: 100}
+		c.EachAgent = func(i int, c *agent.Config) {
+			c.Drain, c.CheckEvery = 50*time.Millisecond, 20*time.Millisecond
+		}
+	})
 	const prompt = "Tell a long story about a gamer taking the GPU back."
 	resp := streamReq(t, env, prompt)
 	defer resp.Body.Close()
@@ -179,11 +182,14 @@ func (e stalling) Run(ctx context.Context, req *protocol.Request, out engine.Out
 // A node that stalls mid-stream is replaced once it has been silent too long.
 func TestFailover_Stall(t *testing.T) {
 	var which atomic.Int32
-	env := testenv.New(t, testenv.Options{Providers: 2, StallTimeout: 300 * time.Millisecond, Sim: sim.Config{TokensPerSecond: 200},
-		NewEngine: func(i int) (engine.Engine, error) {
+	env := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) {
+		c.Coordinator.Core.StallTimeout = 300 * time.Millisecond
+		c.Sim = sim.Config{TokensPerSecond: 200}
+		c.NewEngine = func(i int) (engine.Engine, error) {
 			which.Add(1)
 			return stalling{sim.New(sim.Config{TokensPerSecond: 200})}, nil
-		}})
+		}
+	})
 	const prompt = "A story that stalls."
 	resp := streamReq(t, env, prompt)
 	defer resp.Body.Close()
@@ -205,9 +211,11 @@ func (toolThenDrop) Run(ctx context.Context, req *protocol.Request, out engine.O
 // A stream carrying tool calls is not continued as text: it ends with an error, never as a
 // complete answer.
 func TestFailover_ToolCallStreamEndsWithError(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 2, NewEngine: func(int) (engine.Engine, error) {
-		return toolThenDrop{sim.New(sim.Config{})}, nil
-	}})
+	env := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) {
+		c.NewEngine = func(int) (engine.Engine, error) {
+			return toolThenDrop{sim.New(sim.Config{})}, nil
+		}
+	})
 	resp := streamReq(t, env, "call a tool")
 	defer resp.Body.Close()
 	a := readStream(t, resp, nil)
@@ -221,7 +229,10 @@ func TestFailover_ToolCallStreamEndsWithError(t *testing.T) {
 // When no node can continue, the stream ends with an error that says why.
 func TestFailover_NoNodeLeft(t *testing.T) {
 	// The continuation waits for the node to come back, up to the queue's deadline.
-	env := testenv.New(t, testenv.Options{Providers: 1, Sim: sim.Config{TokensPerSecond: 100}, Queue: queue.Config{Timeout: 300 * time.Millisecond}})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+		c.Sim = sim.Config{TokensPerSecond: 100}
+		c.Coordinator.Core.Queue = queue.Config{Timeout: 300 * time.Millisecond}
+	})
 	resp := streamReq(t, env, "Tell a long story.")
 	defer resp.Body.Close()
 	a := readStream(t, resp, func(n int) {
@@ -258,9 +269,11 @@ func (e failsMidAnswer) Run(ctx context.Context, req *protocol.Request, out engi
 
 // A non-streamed answer fails over the same way: the buyer just receives the whole answer.
 func TestFailover_NonStreamed(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 2, NewEngine: func(int) (engine.Engine, error) {
-		return failsMidAnswer{sim.New(sim.Config{})}, nil
-	}})
+	env := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) {
+		c.NewEngine = func(int) (engine.Engine, error) {
+			return failsMidAnswer{sim.New(sim.Config{})}, nil
+		}
+	})
 	client := env.Client()
 	const prompt = "A whole answer, please."
 	got, err := client.Chat.Completions.New(context.Background(), chatParams(prompt, 5))
@@ -280,7 +293,7 @@ func TestFailover_NonStreamed(t *testing.T) {
 
 // A legacy completion fails over too, with its answer exact.
 func TestFailover_Completion(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 2, Sim: sim.Config{TokensPerSecond: 100}})
+	env := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) { c.Sim = sim.Config{TokensPerSecond: 100} })
 	resp := env.Post("/completions", `{"model":"sim/llama-3.1-8b","stream":true,"seed":9,"max_tokens":120,"prompt":"Once upon a time"}`)
 	defer resp.Body.Close()
 	first := resp.Header.Get("X-Shareai-Node")

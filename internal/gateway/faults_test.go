@@ -17,7 +17,7 @@ import (
 // to zero, nothing stays held, each request has one record, and the buyer's spending is the sum
 // of those records' costs.
 func TestConservation_UnderFaults(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 3, Sim: sim.Config{TokensPerSecond: 400}})
+	env := testenv.New(t, testenv.Providers(3), func(c *testenv.Config) { c.Sim = sim.Config{TokensPerSecond: 400} })
 	client := env.Client()
 	rng := rand.New(rand.NewPCG(7, 7))
 	const requests = 60

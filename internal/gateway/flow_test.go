@@ -35,7 +35,7 @@ func (c counter) Run(ctx context.Context, req *protocol.Request, out engine.Outp
 // coordinator grants credit as the buyer reads.
 func TestStream_LongerThanCreditWindow(t *testing.T) {
 	n := 4*protocol.Window + 7
-	env := testenv.New(t, testenv.Options{Providers: 1, NewEngine: func(int) (engine.Engine, error) { return counter{n}, nil }})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) { c.NewEngine = func(int) (engine.Engine, error) { return counter{n}, nil } })
 	client := env.Client()
 	// Without credit the agent would stop after one window: the deadline turns that hang into a failure.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -36,7 +36,7 @@ func FuzzRequest(f *testing.F) {
 	} {
 		f.Add(s.completion, s.body)
 	}
-	env := testenv.New(f, testenv.Options{Providers: 1})
+	env := testenv.New(f, testenv.Providers(1))
 	spec := loadOpenAPI(f)
 	f.Fuzz(func(t *testing.T, completion bool, body string) {
 		path := "/chat/completions"

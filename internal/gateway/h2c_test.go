@@ -12,7 +12,7 @@ import (
 // A buyer behind an HTTP/2 proxy speaks HTTP/2 without TLS (prior knowledge): the coordinator
 // serves it, streams included, one request after another on the client's connection.
 func TestH2C_StreamsOverHTTP2WithoutTLS(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
+	env := testenv.New(t)
 	var h2c http.Protocols
 	h2c.SetUnencryptedHTTP2(true)
 	client := &http.Client{Transport: &http.Transport{Protocols: &h2c}}

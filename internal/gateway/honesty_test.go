@@ -30,9 +30,11 @@ func (e inflating) Run(ctx context.Context, req *protocol.Request, out engine.Ou
 // A node that over-reports usage is billed at the coordinator's count of what it delivered,
 // never more, and its over-claim is recorded against it.
 func TestUsage_OverClaimIsNotBilled(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, NewEngine: func(int) (engine.Engine, error) {
-		return inflating{sim.New(sim.Config{})}, nil
-	}})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+		c.NewEngine = func(int) (engine.Engine, error) {
+			return inflating{sim.New(sim.Config{})}, nil
+		}
+	})
 	client := env.Client()
 	var resp *http.Response
 	params := chatParams("How much is this?", 3)
@@ -78,9 +80,11 @@ func (e promptInflating) Run(ctx context.Context, req *protocol.Request, out eng
 // A node that inflates its prompt claim is billed at most the coordinator's count of the
 // prompt (with a chat template's slack), and flagged.
 func TestUsage_PromptOverClaimIsNotBilled(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, NewEngine: func(int) (engine.Engine, error) {
-		return promptInflating{sim.New(sim.Config{})}, nil
-	}})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+		c.NewEngine = func(int) (engine.Engine, error) {
+			return promptInflating{sim.New(sim.Config{})}, nil
+		}
+	})
 	prompt := strings.Repeat("Summarise the history of the river valley and its towns. ", 40)
 	params := chatParams(prompt, 3)
 	var resp *http.Response
@@ -125,9 +129,11 @@ func TestUsage_EscapedPromptCountedAsText(t *testing.T) {
 	}
 	body := `{"model":"` + model + `","messages":[{"role":"user","content":"` + escaped.String() + `"}]}`
 	claim := meter.Count(meter.FamilyOf(model), escaped.String())
-	env := testenv.New(t, testenv.Options{Providers: 1, NewEngine: func(int) (engine.Engine, error) {
-		return claimsPrompt{sim.New(sim.Config{}), claim}, nil
-	}})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+		c.NewEngine = func(int) (engine.Engine, error) {
+			return claimsPrompt{sim.New(sim.Config{}), claim}, nil
+		}
+	})
 	resp := env.Post("/chat/completions", body)
 	var got struct {
 		Usage struct {
@@ -162,9 +168,11 @@ func TestUsage_ToolsAndImagesBilledAsClaimed(t *testing.T) {
 			1200},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			env := testenv.New(t, testenv.Options{Providers: 1, NewEngine: func(int) (engine.Engine, error) {
-				return claimsPrompt{sim.New(sim.Config{}), tt.claim}, nil
-			}})
+			env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+				c.NewEngine = func(int) (engine.Engine, error) {
+					return claimsPrompt{sim.New(sim.Config{}), tt.claim}, nil
+				}
+			})
 			resp := env.Post("/chat/completions", tt.body)
 			var got struct {
 				Usage struct {

@@ -17,7 +17,7 @@ import (
 // that, it refuses the next request with the 402 spend-limit error, and /v1/key shows the
 // spending.
 func TestKey_CapAfterSpend(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	client := env.Client()
 	ctx := context.Background()
 	k, err := env.Store.KeyByHash(ctx, store.HashSecret(env.APIKey))

@@ -82,7 +82,7 @@ func rateLimited(t *testing.T, err error, typ string) *openai.Error {
 // RPM 10 and 50 requests at once: exactly 10 are served, each seeing a different number of
 // requests left, and the 40 others get a 429 that says when to retry.
 func TestLimits_RequestsPerMinuteExactUnderConcurrency(t *testing.T) {
-	env := testenv.New(t, testenv.Options{KeyLimits: store.RateLimits{RequestsPerMinute: 10}})
+	env := testenv.New(t, func(c *testenv.Config) { c.Coordinator.Gateway.Limits = store.RateLimits{RequestsPerMinute: 10} })
 	client := env.Client() // no retries: the SDK would retry a 429 itself
 	var (
 		wg        sync.WaitGroup
@@ -147,8 +147,10 @@ func TestLimits_TokensPerMinute(t *testing.T) {
 	const maxTokens = 1000
 	reserve := ledger.EstimateTokens(len(msgs)) + maxTokens // per request
 	limit := 4*reserve - 1                                  // three fit at once, not four
-	env := testenv.New(t, testenv.Options{Providers: 1, KeyLimits: store.RateLimits{TokensPerMinute: limit},
-		NewEngine: func(int) (engine.Engine, error) { return eng, nil }})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+		c.Coordinator.Gateway.Limits = store.RateLimits{TokensPerMinute: limit}
+		c.NewEngine = func(int) (engine.Engine, error) { return eng, nil }
+	})
 	t.Cleanup(eng.open) // before the network closes, whatever happens
 	body := fmt.Sprintf(`{"model":%q,"messages":%s,"max_tokens":%d,"seed":1}`, model, msgs, maxTokens)
 
@@ -259,8 +261,10 @@ func TestLimits_TokensPerMinute(t *testing.T) {
 // streams end their slots serve the others, never more than three at once.
 func TestLimits_ConcurrentStreams(t *testing.T) {
 	eng := newGated(sim.Config{TokensPerSecond: 200})
-	env := testenv.New(t, testenv.Options{Providers: 1, KeyLimits: store.RateLimits{Concurrent: 3},
-		NewEngine: func(int) (engine.Engine, error) { return eng, nil }})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+		c.Coordinator.Gateway.Limits = store.RateLimits{Concurrent: 3}
+		c.NewEngine = func(int) (engine.Engine, error) { return eng, nil }
+	})
 	t.Cleanup(eng.open)
 	client := env.Client()
 	params := chatParams("Stream me a story.", 1)
@@ -348,7 +352,7 @@ func TestLimits_ConcurrentStreams(t *testing.T) {
 // A key's own limits override the coordinator's defaults; a key whose limit is negative is
 // not limited; a key with none takes the defaults.
 func TestLimits_KeyOverridesDefaults(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, KeyLimits: store.RateLimits{RequestsPerMinute: 2}})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) { c.Coordinator.Gateway.Limits = store.RateLimits{RequestsPerMinute: 2} })
 	tests := []struct {
 		name   string
 		secret string
@@ -384,7 +388,7 @@ func TestLimits_KeyOverridesDefaults(t *testing.T) {
 // Without limits, however many requests come at once, none is refused, none carries rate
 // limit headers, and nothing is kept.
 func TestLimits_UnlimitedKey(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
+	env := testenv.New(t)
 	client := env.Client()
 	var wg sync.WaitGroup
 	for i := range 60 {
@@ -410,7 +414,7 @@ func TestLimits_UnlimitedKey(t *testing.T) {
 // max_tokens above the coordinator's ceiling, or above the model's context, is a 400 on the
 // parameter, streaming or not, for chat and completions alike.
 func TestLimits_MaxTokensCeiling(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, MaxTokensLimit: 9000})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) { c.Coordinator.Gateway.MaxTokensLimit = 9000 })
 	const qwen = "sim/qwen-2.5-7b" // context 32768; the llama's is 8192
 	tests := []struct {
 		name    string
@@ -463,7 +467,7 @@ func TestLimits_MaxTokensCeiling(t *testing.T) {
 // default completion bound (4096) is not refused outright, and what its answers were billed
 // counts against the limit.
 func TestLimits_TokensPerMinuteWithoutMaxTokens(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, KeyLimits: store.RateLimits{TokensPerMinute: 1000}})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) { c.Coordinator.Gateway.Limits = store.RateLimits{TokensPerMinute: 1000} })
 	resp := env.Post("/chat/completions", fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"No max_tokens here."}]}`, model))
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()

@@ -13,7 +13,7 @@ import (
 // each node, whether that is the node's reputation score or, before one is computed, its
 // measured reliability: a node shown below the minimum is skipped, one shown at it serves.
 func TestEndpoints_ReliabilityIsWhatMinReliabilityFilters(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 2, ScoreEvery: time.Hour}) // scores as the test sets them
+	env := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) { c.Coordinator.Prober.ScoreEvery = time.Hour }) // scores as the test sets them
 	const model = "sim/llama-3.1-8b"
 	scored, measured := env.Agents[0].NodeID(), env.Agents[1].NodeID()
 	fl := env.Coordinator().Fleet

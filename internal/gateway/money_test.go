@@ -40,7 +40,7 @@ func ledgerSumIsZero(t *testing.T, env *testenv.Env) {
 }
 
 func TestCost_ReportedAndCharged(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
+	env := testenv.New(t)
 	client := env.Client()
 	ctx := context.Background()
 	before := balance(t, env)
@@ -93,7 +93,7 @@ func TestCost_ReportedAndCharged(t *testing.T) {
 }
 
 func TestCost_InsufficientCredits(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, Credit: 1})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) { c.Credit = 1 })
 	client := env.Client()
 	_, err := client.Chat.Completions.New(context.Background(), chatParams("hi", 1))
 	e := assertAPIError(t, err, http.StatusPaymentRequired, "insufficient_credits")
@@ -106,7 +106,7 @@ func TestCost_InsufficientCredits(t *testing.T) {
 }
 
 func TestCost_SpendLimit(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	k, err := env.Store.KeyByHash(context.Background(), store.HashSecret(env.APIKey))
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +124,7 @@ func TestCost_SpendLimit(t *testing.T) {
 
 // A buyer who goes away mid-stream pays for what was delivered: not nothing.
 func TestCost_CancelledStreamIsBilled(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, Sim: sim.Config{TokensPerSecond: 50}})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) { c.Sim = sim.Config{TokensPerSecond: 50} })
 	client := env.Client()
 	ctx, cancel := context.WithCancel(context.Background())
 	var resp *http.Response

@@ -34,12 +34,15 @@ func TestProviderNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := testenv.New(t, testenv.Options{Providers: 1, HeartbeatInterval: 100 * time.Millisecond, Agent: func(i int, c *agent.Config) {
-		c.Schedule, c.Windows, c.Timezone = always, always.String(), "UTC"
-		c.Telemetry = func(context.Context) (*protocol.Telemetry, error) { return reading, nil }
-		c.CheckEvery = 20 * time.Millisecond
-		c.Hardware.Fingerprint = "fp-1"
-	}})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+		c.Coordinator.Fleet.HeartbeatInterval = 100 * time.Millisecond
+		c.EachAgent = func(i int, c *agent.Config) {
+			c.Schedule, c.Windows, c.Timezone = always, always.String(), "UTC"
+			c.Telemetry = func(context.Context) (*protocol.Telemetry, error) { return reading, nil }
+			c.CheckEvery = 20 * time.Millisecond
+			c.Hardware.Fingerprint = "fp-1"
+		}
+	})
 	client := env.Client()
 	ctx := context.Background()
 	for i := range 3 {

@@ -42,7 +42,10 @@ func streamText(ctx context.Context, client openai.Client, params openai.ChatCom
 // 100 concurrent streams against a network of 16 slots all succeed, through the official SDK
 // with its retries off: those that find every slot taken wait in the queue.
 func TestQueue_BurstWaitsForSlots(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 2, MaxConcurrent: 8, Sim: sim.Config{TokensPerSecond: 400}})
+	env := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) {
+		c.Agent.MaxConcurrent = 8
+		c.Sim = sim.Config{TokensPerSecond: 400}
+	})
 	client := env.Client()
 	const n = 100
 	var (
@@ -77,8 +80,11 @@ func TestQueue_BurstWaitsForSlots(t *testing.T) {
 // A request that waits past the queue's deadline gets 503 with Retry-After, and is charged
 // nothing; a full queue answers the same at once.
 func TestQueue_DeadlineAndFull(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, MaxConcurrent: 1, Sim: sim.Config{TokensPerSecond: 20},
-		Queue: queue.Config{Timeout: 300 * time.Millisecond, PerKey: 1}})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+		c.Agent.MaxConcurrent = 1
+		c.Sim = sim.Config{TokensPerSecond: 20}
+		c.Coordinator.Core.Queue = queue.Config{Timeout: 300 * time.Millisecond, PerKey: 1}
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	busy := make(chan error, 1)
@@ -134,7 +140,10 @@ func TestQueue_DeadlineAndFull(t *testing.T) {
 // A gold request preempts a bronze stream on a full node: gold is served first, and the bronze
 // answer pauses and then continues exactly, the same as an undisturbed run.
 func TestQueue_GoldPreemptsBronze(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, MaxConcurrent: 1, Sim: sim.Config{TokensPerSecond: 100}})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+		c.Agent.MaxConcurrent = 1
+		c.Sim = sim.Config{TokensPerSecond: 100}
+	})
 	client := env.Client()
 	const prompt = "a long bronze answer"
 	bronze := chatParams(prompt, 3)
@@ -211,7 +220,10 @@ func TestQueue_Waits(t *testing.T) {
 		t.Skip("figures only")
 	}
 	for _, load := range []int{2, 5} {
-		env := testenv.New(t, testenv.Options{Providers: 2, MaxConcurrent: 4, Sim: sim.Config{TokensPerSecond: 500}})
+		env := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) {
+			c.Agent.MaxConcurrent = 4
+			c.Sim = sim.Config{TokensPerSecond: 500}
+		})
 		client := env.Client()
 		n := 8 * load
 		waits := make([]time.Duration, n)
@@ -238,18 +250,19 @@ func TestQueue_Waits(t *testing.T) {
 // its first token (failed counts its jobs), the second healthy and dearer by a factor.
 func cheapBrokenNode(t *testing.T, factor money.Price) (env *testenv.Env, failed *atomic.Int64) {
 	failed = new(atomic.Int64)
-	env = testenv.New(t, testenv.Options{Providers: 2,
-		NewEngine: func(i int) (engine.Engine, error) {
+	env = testenv.New(t, testenv.Providers(2), func(c *testenv.Config) {
+		c.NewEngine = func(i int) (engine.Engine, error) {
 			if i == 0 {
 				return broken{sim.New(sim.Config{}), failed}, nil
 			}
 			return sim.New(sim.Config{}), nil
-		},
-		Agent: func(i int, c *agent.Config) {
+		}
+		c.EachAgent = func(i int, c *agent.Config) {
 			if i == 1 {
 				c.InputPrice, c.OutputPrice = factor*c.InputPrice, factor*c.OutputPrice
 			}
-		}})
+		}
+	})
 	return env, failed
 }
 
@@ -284,8 +297,13 @@ func TestQueue_RetryReachesDearerNode(t *testing.T) {
 func TestQueue_ChaosEveryStreamCompletes(t *testing.T) {
 	for _, nodes := range []int{2, 4} {
 		t.Run(fmt.Sprintf("%d nodes", nodes), func(t *testing.T) {
-			env := testenv.New(t, testenv.Options{Providers: nodes, MaxConcurrent: 8, StallTimeout: 2 * time.Second, ScoreEvery: time.Hour,
-				Chaos: agent.Chaos{Drop: 0.3}, Sim: sim.Config{TokensPerSecond: 1000}})
+			env := testenv.New(t, testenv.Providers(nodes), func(c *testenv.Config) {
+				c.Agent.MaxConcurrent = 8
+				c.Coordinator.Core.StallTimeout = 2 * time.Second
+				c.Coordinator.Prober.ScoreEvery = time.Hour
+				c.Agent.Chaos = agent.Chaos{Drop: 0.3}
+				c.Sim = sim.Config{TokensPerSecond: 1000}
+			})
 			client := env.Client()
 			var (
 				wg     sync.WaitGroup
@@ -328,7 +346,7 @@ func apiMessage(err error) string {
 // A key's default tier serves its requests that name none: the answer, its usage record and
 // its price say so; a request's own service_tier wins.
 func TestQueue_KeyDefaultTier(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
+	env := testenv.New(t)
 	ctx := context.Background()
 	k, err := env.Store.KeyByHash(ctx, store.HashSecret(env.APIKey))
 	if err != nil {
@@ -373,7 +391,10 @@ func TestQueue_KeyDefaultTier(t *testing.T) {
 
 // A freed slot goes to the highest tier waiting, then to the longest waiting of its tier.
 func TestQueue_FreedSlotOrder(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, MaxConcurrent: 1, Sim: sim.Config{TokensPerSecond: 50}})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+		c.Agent.MaxConcurrent = 1
+		c.Sim = sim.Config{TokensPerSecond: 50}
+	})
 	client := env.Client()
 	ctx := context.Background()
 	var (
@@ -412,7 +433,10 @@ func TestQueue_FreedSlotOrder(t *testing.T) {
 // A preempted non-streamed bronze request simply takes longer: gold is answered while it waits,
 // and its answer is the undisturbed one.
 func TestQueue_GoldPreemptsNonStreamedBronze(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, MaxConcurrent: 1, Sim: sim.Config{TokensPerSecond: 100}})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+		c.Agent.MaxConcurrent = 1
+		c.Sim = sim.Config{TokensPerSecond: 100}
+	})
 	client := env.Client()
 	const prompt = "a long bronze answer, not streamed"
 	bronze := chatParams(prompt, 5)
@@ -457,9 +481,12 @@ func TestQueue_GoldPreemptsNonStreamedBronze(t *testing.T) {
 // A provider's gold share is kept for gold: with one of two slots kept, a second silver
 // request waits (here until its deadline) while a gold one is served at once.
 func TestQueue_GoldShare(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, MaxConcurrent: 2, Sim: sim.Config{TokensPerSecond: 20},
-		Queue: queue.Config{Timeout: 300 * time.Millisecond},
-		Agent: func(_ int, c *agent.Config) { c.GoldShare = 0.5 }})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+		c.Agent.MaxConcurrent = 2
+		c.Sim = sim.Config{TokensPerSecond: 20}
+		c.Coordinator.Core.Queue = queue.Config{Timeout: 300 * time.Millisecond}
+		c.EachAgent = func(_ int, c *agent.Config) { c.GoldShare = 0.5 }
+	})
 	client := env.Client()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -71,7 +71,7 @@ func outputHash(text string) (string, int64) {
 // A completed request has one receipt, signed by the node that answered and countersigned by
 // the coordinator for the request: it claims the tokens billed and the text the buyer got.
 func TestReceipts_Completed(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	client := env.Client()
 	key := receiptKey(t, env)
 
@@ -145,9 +145,12 @@ func checkParts(t *testing.T, answer string, rs []receipt.Receipt) int {
 // part; the node that finishes the answer signs one for the rest. Together they are the
 // answer.
 func TestReceipts_FailoverStepAside(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 2, Sim: sim.Config{TokensPerSecond: 100}, Agent: func(i int, c *agent.Config) {
-		c.Drain, c.CheckEvery = 50*time.Millisecond, 20*time.Millisecond
-	}})
+	env := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) {
+		c.Sim = sim.Config{TokensPerSecond: 100}
+		c.EachAgent = func(i int, c *agent.Config) {
+			c.Drain, c.CheckEvery = 50*time.Millisecond, 20*time.Millisecond
+		}
+	})
 	key := receiptKey(t, env)
 	const prompt = "Tell a long story about a gamer taking the GPU back."
 	resp := streamReq(t, env, prompt)
@@ -179,7 +182,7 @@ func TestReceipts_FailoverStepAside(t *testing.T) {
 // end left just before its connection closed): the continuing node's receipt covers only the
 // part it delivered.
 func TestReceipts_FailoverNodeDrops(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 2, Sim: sim.Config{TokensPerSecond: 100}})
+	env := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) { c.Sim = sim.Config{TokensPerSecond: 100} })
 	key := receiptKey(t, env)
 	resp := streamReq(t, env, "Tell a long story about failover.")
 	defer resp.Body.Close()
@@ -207,10 +210,12 @@ func TestReceipts_FailoverNodeDrops(t *testing.T) {
 // A node that stalls is cancelled; its end frame, with its receipt, comes after the relay has
 // moved on, and is kept when it has come by the time the request is billed.
 func TestReceipts_FailoverStall(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 2, StallTimeout: 300 * time.Millisecond,
-		NewEngine: func(i int) (engine.Engine, error) {
+	env := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) {
+		c.Coordinator.Core.StallTimeout = 300 * time.Millisecond
+		c.NewEngine = func(i int) (engine.Engine, error) {
 			return stalling{sim.New(sim.Config{TokensPerSecond: 200})}, nil
-		}})
+		}
+	})
 	key := receiptKey(t, env)
 	resp := streamReq(t, env, "A story that stalls.")
 	defer resp.Body.Close()
@@ -234,7 +239,7 @@ func TestReceipts_FailoverStall(t *testing.T) {
 // The receipt of a streamed answer read by the raw API is what 'shareai receipt verify' reads:
 // {"receipts": [...]}, each with both signatures in base64.
 func TestReceipts_Shape(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	resp := env.Post("/completions", `{"model":"`+model+`","prompt":"Once upon a time","stream":true,"max_tokens":8}`)
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()

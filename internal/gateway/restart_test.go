@@ -116,7 +116,10 @@ func checkLedger(t *testing.T, env *testenv.Env, before *store.Balance, streams 
 // takes no new request while it drains, every stream ends whole, the agents reconnect on their
 // own, the network serves again, and each request is billed once.
 func TestRestart_StreamsInFlightFinish(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Sim: sim.Config{TokensPerSecond: 150}, DrainTimeout: 20 * time.Second})
+	env := testenv.New(t, func(c *testenv.Config) {
+		c.Sim = sim.Config{TokensPerSecond: 150}
+		c.Coordinator.DrainTimeout = 20 * time.Second
+	})
 	before := balance(t, env)
 	var wg sync.WaitGroup
 	streams := startStreams(t, env, 12, &wg)
@@ -164,7 +167,10 @@ func TestRestart_StreamsInFlightFinish(t *testing.T) {
 // says the coordinator is restarting (never a bare cut, never [DONE]), is billed for what was
 // delivered and no more, once, and nothing is left for the next start to recover.
 func TestRestart_StreamsPastTheDrainDeadlineEndWithAClearError(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Sim: sim.Config{TokensPerSecond: 10}, DrainTimeout: 300 * time.Millisecond})
+	env := testenv.New(t, func(c *testenv.Config) {
+		c.Sim = sim.Config{TokensPerSecond: 10}
+		c.Coordinator.DrainTimeout = 300 * time.Millisecond
+	})
 	before := balance(t, env)
 	var wg sync.WaitGroup
 	streams := startStreams(t, env, 6, &wg)

@@ -31,12 +31,14 @@ func (e broken) Run(context.Context, *protocol.Request, engine.Output) (engine.R
 // A node that fails before its first token is replaced by another, and the buyer never sees it.
 func TestRetry_NodeFailingBeforeFirstToken(t *testing.T) {
 	var failed atomic.Int64
-	env := testenv.New(t, testenv.Options{Providers: 2, NewEngine: func(i int) (engine.Engine, error) {
-		if i == 0 {
-			return broken{sim.New(sim.Config{}), &failed}, nil
+	env := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) {
+		c.NewEngine = func(i int) (engine.Engine, error) {
+			if i == 0 {
+				return broken{sim.New(sim.Config{}), &failed}, nil
+			}
+			return sim.New(sim.Config{}), nil
 		}
-		return sim.New(sim.Config{}), nil
-	}})
+	})
 	client := env.Client()
 	healthy := env.Agents[1].NodeID()
 	for i := range 12 {

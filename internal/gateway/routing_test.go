@@ -47,7 +47,7 @@ func routed(t *testing.T, env *testenv.Env, extra string, header ...string) (sta
 }
 
 func TestRouting_Preferences(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 3, Regions: []string{"de", "us", "jp"}})
+	env := testenv.New(t, testenv.Providers(3), func(c *testenv.Config) { c.Regions = []string{"de", "us", "jp"} })
 	nodeIn := map[string]string{}
 	for i, r := range []string{"de", "us", "jp"} {
 		nodeIn[r] = env.Agents[i].NodeID()
@@ -130,7 +130,7 @@ func routedModel(t *testing.T, env *testenv.Env, model, extra string) (int, stri
 }
 
 func TestModels_Marketplace(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 2, Regions: []string{"de", "us"}})
+	env := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) { c.Regions = []string{"de", "us"} })
 	client := env.Client()
 	if _, err := client.Chat.Completions.New(context.Background(), chatParams("warm up the stats", 1)); err != nil {
 		t.Fatal(err)
@@ -201,7 +201,7 @@ func getJSON(t *testing.T, env *testenv.Env, path string, v any) string {
 // An API key's routing preferences are the defaults of its requests, and its list of models
 // limits what it may use.
 func TestRouting_KeyRules(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 2, Regions: []string{"de", "us"}})
+	env := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) { c.Regions = []string{"de", "us"} })
 	ctx := context.Background()
 	k, err := env.Store.KeyByHash(ctx, store.HashSecret(env.APIKey))
 	if err != nil {

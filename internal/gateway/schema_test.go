@@ -182,7 +182,7 @@ func sseData(t testing.TB, stream []byte) [][]byte {
 
 // TestSchema_Responses checks every kind of answer against OpenAI's published schemas.
 func TestSchema_Responses(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	spec := loadOpenAPI(t)
 	chat := `{"model":"` + model + `","messages":[{"role":"user","content":"Hello there."}],"seed":3,"max_tokens":24`
 	completion := `{"model":"` + model + `","prompt":"Once upon a time","seed":3,"max_tokens":24`

@@ -13,7 +13,7 @@ import (
 // Nodes with equal asks and reputation scores a few points apart share the traffic: over 300
 // requests each serves within 15% of its fair share, rather than the best scored serving all.
 func TestSpread_EqualNodesShare(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 4, ScoreEvery: time.Hour}) // scores as the test sets them
+	env := testenv.New(t, testenv.Providers(4), func(c *testenv.Config) { c.Coordinator.Prober.ScoreEvery = time.Hour }) // scores as the test sets them
 	fl := env.Coordinator().Fleet
 	scores := map[string]float64{}
 	for i, a := range env.Agents {
@@ -45,7 +45,7 @@ func TestSpread_EqualNodesShare(t *testing.T) {
 // A node that connects again, as after a crash, starts from its stored reputation score, not
 // from a perfect record: the auction ranks it by what its record says until the next scoring.
 func TestSpread_ReconnectKeepsScore(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, ScoreEvery: time.Hour})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) { c.Coordinator.Prober.ScoreEvery = time.Hour })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const model = "spread-test-model"

@@ -48,7 +48,7 @@ var goNames = []string{"Routing", "Sampling", "Hints", "ChatRequest", "api.", "m
 // TestStrict_Refusals: what OpenAI refuses, the gateway refuses with OpenAI's words, naming
 // the member at fault by its JSON path.
 func TestStrict_Refusals(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	chat := func(more string) string {
 		return `{"model":"` + model + `","messages":[{"role":"user","content":"hi"}],` + more + `}`
 	}
@@ -111,7 +111,7 @@ func TestStrict_Refusals(t *testing.T) {
 // TestStrict_OpenAIMembers: a request with OpenAI's members that reach no engine, at values
 // that leave the answer as it is, is served.
 func TestStrict_OpenAIMembers(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	params := chatParams("hi", 4)
 	params.FrequencyPenalty = openai.Float(0)
 	params.PresencePenalty = openai.Float(0)
@@ -147,7 +147,7 @@ func TestStrict_OpenAIMembers(t *testing.T) {
 // TestStrict_ModelsOfKey: a key limited to some models sees only those in /v1/models, and the
 // others do not exist for it.
 func TestStrict_ModelsOfKey(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	ctx := context.Background()
 	k, err := env.Store.KeyByHash(ctx, store.HashSecret(env.APIKey))
 	if err != nil {
@@ -200,7 +200,7 @@ func TestStrict_ModelsOfKey(t *testing.T) {
 // revoke` does, stops working once the key cache's TTL has passed (keycache_internal_test.go
 // holds the bound exactly, on a clock of its own).
 func TestStrict_RevokedKey(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, KeyCacheTTL: 50 * time.Millisecond})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) { c.Coordinator.Gateway.KeyCacheTTL = 50 * time.Millisecond })
 	ctx := context.Background()
 	k, err := env.Store.KeyByHash(ctx, store.HashSecret(env.APIKey))
 	if err != nil {

@@ -16,7 +16,7 @@ func TestModels_TierPrices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := testenv.New(t, testenv.Options{Providers: 1, TierPrices: prices})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) { c.Coordinator.Core.TierPrices = prices })
 	type priceRange struct {
 		PromptMin     json.Number `json:"prompt_min"`
 		PromptMax     json.Number `json:"prompt_max"`

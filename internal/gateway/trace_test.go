@@ -26,13 +26,12 @@ const (
 )
 
 // tracedEnv starts a network whose coordinator and agents record their spans in one recorder.
-func tracedEnv(t *testing.T, opts testenv.Options) (*testenv.Env, *tracetest.SpanRecorder) {
+func tracedEnv(t *testing.T, opts ...testenv.Option) (*testenv.Env, *tracetest.SpanRecorder) {
 	t.Helper()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
-	opts.TracerProvider = tp
-	return testenv.New(t, opts), rec
+	return testenv.New(t, append(opts, func(c *testenv.Config) { c.Coordinator.TracerProvider = tp })...), rec
 }
 
 // tracedStream sends a streamed chat with the buyer's traceparent.
@@ -112,7 +111,7 @@ func attr(s sdktrace.ReadOnlySpan, k attribute.Key) attribute.Value {
 // of the coordinator's, across the WebSocket; the engine's span is under the agent's job. No
 // span holds the API key or the prompt.
 func TestTrace_SpansCoordinatorAndAgent(t *testing.T) {
-	env, rec := tracedEnv(t, testenv.Options{Providers: 1})
+	env, rec := tracedEnv(t, testenv.Providers(1))
 	const prompt = "Trace this secret-free prompt, please."
 	resp := tracedStream(t, env, prompt)
 	a := readStream(t, resp, nil)
@@ -200,7 +199,7 @@ func TestTrace_SpansCoordinatorAndAgent(t *testing.T) {
 // A failover request has two job spans under one request span: the node that dropped
 // mid-answer, failed, and the one that continued it, which says why.
 func TestTrace_FailoverJobsUnderOneRequest(t *testing.T) {
-	env, rec := tracedEnv(t, testenv.Options{Providers: 2, Sim: sim.Config{TokensPerSecond: 100}})
+	env, rec := tracedEnv(t, testenv.Providers(2), func(c *testenv.Config) { c.Sim = sim.Config{TokensPerSecond: 100} })
 	resp := tracedStream(t, env, "Tell a long story about failover.")
 	first := resp.Header.Get("X-Shareai-Node")
 	a := readStream(t, resp, func(n int) {
@@ -255,7 +254,7 @@ func TestTrace_OffByDefault(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
-	env := testenv.New(t, testenv.Options{Providers: 1, Agent: func(i int, c *agent.Config) { c.TracerProvider = tp }})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) { c.EachAgent = func(i int, c *agent.Config) { c.TracerProvider = tp } })
 	resp := tracedStream(t, env, "Hello")
 	readStream(t, resp, nil)
 	resp.Body.Close()

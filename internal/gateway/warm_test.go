@@ -20,13 +20,15 @@ func (unloaded) Loaded(context.Context) ([]string, error) { return nil, nil }
 
 // A node with the model loaded wins over one that would have to load it, at equal price.
 func TestRouting_WarmWins(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 2, HeartbeatInterval: 50 * time.Millisecond,
-		NewEngine: func(i int) (engine.Engine, error) {
+	env := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) {
+		c.Coordinator.Fleet.HeartbeatInterval = 50 * time.Millisecond
+		c.NewEngine = func(i int) (engine.Engine, error) {
 			if i == 0 {
 				return unloaded{sim.New(sim.Config{})}, nil
 			}
 			return sim.New(sim.Config{}), nil
-		}})
+		}
+	})
 	cold := env.Agents[0].NodeID()
 	env.WaitFor("the cold node's heartbeat", func() bool {
 		n := env.Coordinator().Fleet.Node(cold)

@@ -17,8 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/shareai/shareai/internal/agent"
 	"github.com/shareai/shareai/internal/coordinator"
 	"github.com/shareai/shareai/internal/engine"
@@ -26,59 +24,36 @@ import (
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
-	"github.com/shareai/shareai/internal/queue"
 	"github.com/shareai/shareai/internal/store"
 	"github.com/shareai/shareai/internal/store/sqlstore"
-	"github.com/shareai/shareai/internal/tier"
 )
 
-// Config configures a local network.
+// Config configures a local network: the coordinator's config whole, a template of the
+// agents' configs, and what is the network's own.
 type Config struct {
+	// Coordinator configures the coordinator. Its Log is the network's: the agents log to it
+	// too (with an "agent" attribute), and its TracerProvider records the agents' spans as
+	// well (one trace spans both); the caller shuts it down, after Close. Its Store and
+	// ReceiptKey are the network's: SQLite and the key kept in DataDir.
+	Coordinator coordinator.Config
+	// Agent is every agent's config before the network fills in what is each one's own: the
+	// coordinator's URL and provider token, its data directory and name, its engine (with
+	// simulated hardware for the sim engine), its logger and tracer provider, its region when
+	// Regions is set, and no chaos for the last Healthy ones.
+	Agent agent.Config
+
 	DataDir   string // database, keys and node keys live here
 	Addr      string // coordinator listen address; "127.0.0.1:0" picks a free port
 	Providers int    // number of agents
 	// NewEngine makes agent i's engine (0-based). Default: a simulated GPU.
-	NewEngine         func(i int) (engine.Engine, error)
-	MaxConcurrent     int           // slots per offer; default 4
-	HeartbeatInterval time.Duration // default 5s
-	RecordInterval    time.Duration // how often nodes' activity is stored; default 1m
-	// Verification (coordinator.Config): the mean time between canary probes of a node, how
-	// often scores are recomputed, how often the prober looks for work, how long a check may
-	// take. Defaults: the coordinator's.
-	ProbeEvery, ScoreEvery, ProbeTick, CheckTimeout time.Duration
-	// TrustNewNodes skips the onboarding checks (coordinator.Config).
-	TrustNewNodes bool
-	// MaxNodesPerAccount bounds each provider account's connected nodes (coordinator.Config).
-	MaxNodesPerAccount int
-	DrainTimeout       time.Duration // default 30s
-	KeyCacheTTL        time.Duration // default 10s
-	Region             string        // the agents' region
-	Regions            []string      // if set, agent i's region is Regions[i % len(Regions)]
-	// InputPrice and OutputPrice are the agents' ask.
-	InputPrice, OutputPrice money.Price
-	FeeBasisPoints          int           // the platform fee
-	SettlementDelay         time.Duration // default 72h
-	DefaultMaxTokens        int           // default 4096
-	StallTimeout            time.Duration // default 30s
-	// KeyLimits and MaxTokensLimit are the coordinator's (coordinator.Config).
-	KeyLimits      store.RateLimits
-	MaxTokensLimit int
-	// Queue and TierPrices are the coordinator's (coordinator.Config).
-	Queue      queue.Config
-	TierPrices tier.Multipliers
-	// Chaos makes the agents drop or stall mid-answer, all but the last Healthy ones.
-	Chaos   agent.Chaos
+	NewEngine func(i int) (engine.Engine, error)
+	Regions   []string // if set, agent i's region is Regions[i % len(Regions)]
+	// Healthy is how many agents, the last ones, run without Agent.Chaos.
 	Healthy int
-	// Agent, if set, changes agent i's configuration before it starts.
-	Agent func(i int, c *agent.Config)
+	// EachAgent, if set, changes agent i's configuration before it starts.
+	EachAgent func(i int, c *agent.Config)
 	// Credit is deposited to the local buyer's account when it is created.
-	Credit  money.Nanos
-	Version string
-	Log     *slog.Logger
-
-	// TracerProvider records the spans of the coordinator and of every agent (one trace
-	// spans both); nil: none. The caller shuts it down, after Close.
-	TracerProvider trace.TracerProvider
+	Credit money.Nanos
 }
 
 // Net is a running local network.
@@ -118,8 +93,8 @@ func Start(ctx context.Context, cfg Config) (*Net, error) {
 	if cfg.Providers < 0 {
 		return nil, errors.New("localnet: negative number of providers")
 	}
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.DiscardHandler)
+	if cfg.Coordinator.Log == nil {
+		cfg.Coordinator.Log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.NewEngine == nil {
 		cfg.NewEngine = func(int) (engine.Engine, error) { return sim.New(sim.Config{}), nil }
@@ -242,15 +217,9 @@ func (n *Net) StartCoordinator() error {
 	}
 	n.addr = ln.Addr().String()
 	n.URL = "http://" + n.addr
-	c := coordinator.New(coordinator.Config{
-		Store: n.Store, Log: n.cfg.Log, HeartbeatInterval: n.cfg.HeartbeatInterval, RecordInterval: n.cfg.RecordInterval,
-		ProbeEvery: n.cfg.ProbeEvery, ScoreEvery: n.cfg.ScoreEvery, ProbeTick: n.cfg.ProbeTick, CheckTimeout: n.cfg.CheckTimeout, TrustNewNodes: n.cfg.TrustNewNodes,
-		MaxNodesPerAccount: n.cfg.MaxNodesPerAccount,
-		DrainTimeout:       n.cfg.DrainTimeout, KeyCacheTTL: n.cfg.KeyCacheTTL,
-		FeeBasisPoints: n.cfg.FeeBasisPoints, SettlementDelay: n.cfg.SettlementDelay, DefaultMaxTokens: n.cfg.DefaultMaxTokens,
-		StallTimeout: n.cfg.StallTimeout, ReceiptKey: n.receiptKey, TracerProvider: n.cfg.TracerProvider,
-		KeyLimits: n.cfg.KeyLimits, MaxTokensLimit: n.cfg.MaxTokensLimit, Queue: n.cfg.Queue, TierPrices: n.cfg.TierPrices,
-	})
+	cc := n.cfg.Coordinator
+	cc.Store, cc.ReceiptKey = n.Store, n.receiptKey
+	c := coordinator.New(cc)
 	ctx, cancel := context.WithCancel(context.Background())
 	n.coord, n.stopC, n.coordErr = c, cancel, make(chan error, 1)
 	go func(errc chan error) { errc <- c.Serve(ctx, ln) }(n.coordErr)
@@ -280,29 +249,24 @@ func (n *Net) startAgents(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("engine of provider %d: %w", i+1, err)
 		}
-		hw := protocol.Hardware{}
+		cfg := n.cfg.Agent
+		cfg.Coordinator, cfg.Token = n.URL, n.ProviderToken
+		cfg.DataDir = filepath.Join(n.cfg.DataDir, "nodes", fmt.Sprintf("node-%d", i+1))
+		cfg.Name = fmt.Sprintf("local-%d", i+1)
+		cfg.Engine = eng
 		if eng.Name() == "sim" {
-			hw.Simulated = true
-			hw.GPUs = []protocol.GPU{{Name: "Simulated GPU", VRAMMiB: 24576}}
+			cfg.Hardware.Simulated = true
+			cfg.Hardware.GPUs = []protocol.GPU{{Name: "Simulated GPU", VRAMMiB: 24576}}
 		}
-		cfg := agent.Config{
-			Coordinator:   n.URL,
-			Token:         n.ProviderToken,
-			DataDir:       filepath.Join(n.cfg.DataDir, "nodes", fmt.Sprintf("node-%d", i+1)),
-			Name:          fmt.Sprintf("local-%d", i+1),
-			Region:        n.region(i),
-			Engine:        eng,
-			MaxConcurrent: n.cfg.MaxConcurrent,
-			InputPrice:    n.cfg.InputPrice,
-			OutputPrice:   n.cfg.OutputPrice,
-			Hardware:      hw,
-			Version:       n.cfg.Version,
-			Chaos:         n.chaos(i),
-			Log:           n.cfg.Log.With("agent", i+1),
+		cfg.Log, cfg.TracerProvider = n.log().With("agent", i+1), n.cfg.Coordinator.TracerProvider
+		if len(n.cfg.Regions) > 0 {
+			cfg.Region = n.cfg.Regions[i%len(n.cfg.Regions)]
 		}
-		cfg.TracerProvider = n.cfg.TracerProvider
-		if n.cfg.Agent != nil {
-			n.cfg.Agent(i, &cfg)
+		if i >= n.cfg.Providers-n.cfg.Healthy {
+			cfg.Chaos = agent.Chaos{}
+		}
+		if n.cfg.EachAgent != nil {
+			n.cfg.EachAgent(i, &cfg)
 		}
 		a, err := agent.New(cfg)
 		if err != nil {
@@ -316,7 +280,7 @@ func (n *Net) startAgents(ctx context.Context) error {
 		n.agentsDone.Go(func() {
 			err := a.Run(one)
 			if err != nil {
-				n.cfg.Log.Error("agent stopped", "agent", i+1, "err", err)
+				n.log().Error("agent stopped", "agent", i+1, "err", err)
 			}
 			stopped <- err
 		})
@@ -359,7 +323,7 @@ func (n *Net) waitVerified(ctx context.Context) error {
 		if time.Now().After(deadline) {
 			// A node whose checks cannot be made (its engine fails) stays unverified: start
 			// all the same, and say so.
-			n.cfg.Log.Warn("nodes not verified yet: they get no traffic until they pass their onboarding checks", "nodes", waiting)
+			n.log().Warn("nodes not verified yet: they get no traffic until they pass their onboarding checks", "nodes", waiting)
 			return nil
 		}
 		select {
@@ -370,19 +334,8 @@ func (n *Net) waitVerified(ctx context.Context) error {
 	}
 }
 
-func (n *Net) chaos(i int) agent.Chaos {
-	if i >= n.cfg.Providers-n.cfg.Healthy {
-		return agent.Chaos{}
-	}
-	return n.cfg.Chaos
-}
-
-func (n *Net) region(i int) string {
-	if len(n.cfg.Regions) > 0 {
-		return n.cfg.Regions[i%len(n.cfg.Regions)]
-	}
-	return n.cfg.Region
-}
+// log is the network's logger.
+func (n *Net) log() *slog.Logger { return n.cfg.Coordinator.Log }
 
 // StopAgent stops agent i (0-based) as if its machine went away: its connection closes and
 // its running jobs end.

@@ -80,7 +80,10 @@ func delta(before, after map[string]*dto.MetricFamily, name string, labels ...st
 }
 
 func TestCoordinatorMetrics_PresentAndMovingAfterTraffic(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 2, Regions: []string{"de", "us"}, Sim: sim.Config{TokensPerSecond: 2000}})
+	env := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) {
+		c.Regions = []string{"de", "us"}
+		c.Sim = sim.Config{TokensPerSecond: 2000}
+	})
 	coord := env.Coordinator()
 	before := families(t, coord.MetricsHandler())
 	for _, name := range []string{"process_resident_memory_bytes", "go_goroutines", "go_memstats_heap_inuse_bytes", "shareai_nodes", "shareai_jobs_running",
@@ -208,7 +211,11 @@ func TestCoordinatorMetrics_PresentAndMovingAfterTraffic(t *testing.T) {
 }
 
 func TestCoordinatorMetrics_CountFailovers(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 2, Healthy: 1, Chaos: agent.Chaos{Drop: 1}, Sim: sim.Config{TokensPerSecond: 500}})
+	env := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) {
+		c.Healthy = 1
+		c.Agent.Chaos = agent.Chaos{Drop: 1}
+		c.Sim = sim.Config{TokensPerSecond: 500}
+	})
 	coord := env.Coordinator()
 	dropper := env.Agents[0].NodeID() // all but the last Healthy agents drop mid-answer
 	before := families(t, coord.MetricsHandler())
@@ -230,14 +237,16 @@ func TestCoordinatorMetrics_CountFailovers(t *testing.T) {
 func TestAgentMetrics_GPUTelemetry(t *testing.T) {
 	util, temp, power := 37.0, 64.0, 412.5
 	used, total := int64(81_920), int64(143_771)
-	env := testenv.New(t, testenv.Options{Providers: 1, Agent: func(i int, c *agent.Config) {
-		c.Hardware.GPUs = []protocol.GPU{{Index: 0, Vendor: "nvidia", Name: "NVIDIA H200", UUID: "GPU-5f2a", VRAMMiB: total}}
-		c.CheckEvery = 20 * time.Millisecond
-		c.Telemetry = func(context.Context) (*protocol.Telemetry, error) {
-			return &protocol.Telemetry{GPUs: []protocol.GPUStat{{Index: 0, UtilizationPct: &util, TemperatureC: &temp, PowerW: &power,
-				MemoryUsedMiB: &used, MemoryTotalMiB: &total}}, Processes: []protocol.GPUProcess{}}, nil
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+		c.EachAgent = func(i int, c *agent.Config) {
+			c.Hardware.GPUs = []protocol.GPU{{Index: 0, Vendor: "nvidia", Name: "NVIDIA H200", UUID: "GPU-5f2a", VRAMMiB: total}}
+			c.CheckEvery = 20 * time.Millisecond
+			c.Telemetry = func(context.Context) (*protocol.Telemetry, error) {
+				return &protocol.Telemetry{GPUs: []protocol.GPUStat{{Index: 0, UtilizationPct: &util, TemperatureC: &temp, PowerW: &power,
+					MemoryUsedMiB: &used, MemoryTotalMiB: &total}}, Processes: []protocol.GPUProcess{}}, nil
+			}
 		}
-	}})
+	})
 	a := env.Agents[0]
 	var fams map[string]*dto.MetricFamily
 	testenv.WaitFor(t, "a GPU reading in the agent's metrics", func() bool {
@@ -268,7 +277,7 @@ func TestAgentMetrics_GPUTelemetry(t *testing.T) {
 }
 
 func TestCoordinatorMetrics_CountRateLimits(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1, KeyLimits: store.RateLimits{RequestsPerMinute: 2}})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) { c.Coordinator.Gateway.Limits = store.RateLimits{RequestsPerMinute: 2} })
 	before := families(t, env.Coordinator().MetricsHandler())
 	for i := range 3 {
 		resp := env.Post("/chat/completions", `{"model":"sim/llama-3.1-8b","messages":[{"role":"user","content":"hi"}]}`)

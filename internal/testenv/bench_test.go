@@ -55,9 +55,12 @@ func instantUpstream() *httptest.Server {
 func BenchmarkPath(b *testing.B) {
 	up := instantUpstream()
 	defer up.Close()
-	env := testenv.New(b, testenv.Options{Providers: 1, MaxConcurrent: 256, NewEngine: func(int) (engine.Engine, error) {
-		return openaicompat.New(openaicompat.Config{BaseURL: up.URL + "/v1"})
-	}})
+	env := testenv.New(b, testenv.Providers(1), func(c *testenv.Config) {
+		c.Agent.MaxConcurrent = 256
+		c.NewEngine = func(int) (engine.Engine, error) {
+			return openaicompat.New(openaicompat.Config{BaseURL: up.URL + "/v1"})
+		}
+	})
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 	for _, stream := range []bool{false, true} {
 		for _, conc := range []int{1, 50} {

@@ -1,6 +1,22 @@
 // Package testenv runs an in-process ShareAI network for tests: a coordinator on SQLite in a
 // temporary directory and simulated agents, over real loopback connections, with the official
 // OpenAI Go SDK as the buyer.
+//
+// New takes options as functions over the network's Config, as nomad's TestServer(t,
+// func(*Config)) does: New sets the test defaults first, then each option changes what its test
+// needs, at the setting's own place in the components' configs,
+//
+//	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+//		c.Coordinator.Core.Queue.Timeout = 300 * time.Millisecond
+//		c.Sim.TokensPerSecond = 100
+//	})
+//
+// Config embeds localnet.Config, which holds coordinator.Config, which holds each component's
+// config: a new setting is declared once, in its component, and a test can set it without
+// testenv repeating it. Because the options run after the defaults, a test can set any value,
+// zero included (c.Coordinator.Fleet.TrustNewNodes = false for onboarding checks), and no
+// field needs a "0 means default" rule here. Providers is the one shorthand, for the setting
+// nearly every test makes.
 package testenv
 
 import (
@@ -13,66 +29,48 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
-	"go.opentelemetry.io/otel/trace"
 
-	"github.com/shareai/shareai/internal/agent"
 	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/engine/sim"
 	"github.com/shareai/shareai/internal/localnet"
 	"github.com/shareai/shareai/internal/money"
-	"github.com/shareai/shareai/internal/queue"
-	"github.com/shareai/shareai/internal/store"
-	"github.com/shareai/shareai/internal/tier"
 )
 
-// Options shape a test network. The zero value is two simulated providers with no delays.
-type Options struct {
-	Providers     int // default 2
-	MaxConcurrent int // slots per offer; default 64
-	// Sim configures the default simulated engines.
+// Config is a test network's configuration: the local network's, whole, and the settings of
+// its default simulated engines.
+type Config struct {
+	localnet.Config
+	// Sim configures the simulated engines made when NewEngine is nil.
 	Sim sim.Config
-	// NewEngine overrides the engines.
-	NewEngine         func(i int) (engine.Engine, error)
-	HeartbeatInterval time.Duration
-	KeyCacheTTL       time.Duration
-	Regions           []string // agent i's region is Regions[i % len(Regions)]
-	StallTimeout      time.Duration
-	// Chaos makes the agents drop or stall mid-answer, all but the last Healthy ones.
-	Chaos   agent.Chaos
-	Healthy int
-	// Agent, if set, changes agent i's configuration before it starts.
-	Agent func(i int, c *agent.Config)
-	// ProbeEvery is the mean time between canary probes of a node; default the coordinator's
-	// (10 minutes: none in a short test).
-	ProbeEvery time.Duration
-	// MaxNodesPerAccount bounds each provider account's connected nodes; default the
-	// coordinator's.
-	MaxNodesPerAccount int
-	// ScoreEvery is how often the nodes' reputation scores are recomputed; default 100ms. A
-	// test that sets scores itself (fleet.Node.SetScore) makes it long.
-	ScoreEvery time.Duration
-	// Onboard makes new nodes pass onboarding checks before they serve, as in production;
-	// by default they are verified at once (coordinator.Config.TrustNewNodes), so that tests
-	// of other things see no check jobs.
-	Onboard bool
-	// Credit is the buyer's starting balance; default $1000. Prices default to $0.05 and
-	// $0.10 per million input and output tokens, the fee to 5%.
-	Credit                  money.Nanos
-	InputPrice, OutputPrice money.Price
-	FeeBasisPoints          int
-	// KeyLimits are the coordinator's rate limits of API keys without their own; default
-	// none. MaxTokensLimit is its max_tokens ceiling; default the coordinator's.
-	KeyLimits      store.RateLimits
-	MaxTokensLimit int
-	// Queue bounds the coordinator's queue and TierPrices prices its tiers; default the
-	// coordinator's.
-	Queue      queue.Config
-	TierPrices tier.Multipliers
-	// TracerProvider records the network's spans, the coordinator's and the agents'; nil:
-	// none.
-	TracerProvider trace.TracerProvider
-	// DrainTimeout bounds how long a stop of the coordinator waits for answers; default 5s.
-	DrainTimeout time.Duration
+}
+
+// An Option changes a test network's configuration, after New has set the test defaults.
+type Option func(*Config)
+
+// Providers sets the number of simulated providers (default 2).
+func Providers(n int) Option { return func(c *Config) { c.Providers = n } }
+
+// defaults is a test network's configuration before its options: two providers of 64 slots
+// each; prices of $0.05 and $0.10 per million input and output tokens, a 5% fee, $1000 for the
+// buyer; new nodes verified at once, so that tests of other things see no check jobs (set
+// Coordinator.Fleet.TrustNewNodes to false for onboarding checks, as in production); scores
+// every 100ms (a test that sets scores itself, fleet.Node.SetScore, makes it long); no canary
+// probes in a short test (the coordinator's 10 minutes); a stop of the coordinator waits 5s
+// for answers.
+func defaults(dir string) Config {
+	var c Config
+	c.DataDir, c.Addr, c.Providers, c.Credit = dir, "127.0.0.1:0", 2, 1000*money.USD
+	c.Agent.MaxConcurrent = 64
+	c.Agent.InputPrice, c.Agent.OutputPrice = 50_000_000, 100_000_000
+	co := &c.Coordinator
+	co.DrainTimeout = 5 * time.Second
+	co.Fleet.RecordInterval = 100 * time.Millisecond
+	co.Fleet.TrustNewNodes = true
+	co.Ledger.FeeBasisPoints = 500
+	co.Prober.ScoreEvery = 100 * time.Millisecond
+	co.Prober.Tick = 10 * time.Millisecond
+	co.Prober.CheckTimeout = 30 * time.Second
+	return c
 }
 
 // Env is a running test network.
@@ -83,46 +81,23 @@ type Env struct {
 	t    testing.TB
 }
 
-// New starts a network and stops it when the test ends.
-func New(t testing.TB, opts Options) *Env {
+// New starts a network and stops it when the test ends. The options run in order, after the
+// defaults; the network's logger is always Logs', which checks every line for secrets.
+func New(t testing.TB, opts ...Option) *Env {
 	t.Helper()
-	if opts.Providers == 0 {
-		opts.Providers = 2
+	cfg := defaults(t.TempDir())
+	for _, o := range opts {
+		o(&cfg)
 	}
-	if opts.MaxConcurrent == 0 {
-		opts.MaxConcurrent = 64
-	}
-	if opts.Credit == 0 {
-		opts.Credit = 1000 * money.USD
-	}
-	if opts.InputPrice == 0 && opts.OutputPrice == 0 {
-		opts.InputPrice, opts.OutputPrice = 50_000_000, 100_000_000
-	}
-	if opts.ScoreEvery == 0 {
-		opts.ScoreEvery = 100 * time.Millisecond
-	}
-	if opts.DrainTimeout == 0 {
-		opts.DrainTimeout = 5 * time.Second
-	}
-	if opts.FeeBasisPoints == 0 {
-		opts.FeeBasisPoints = 500
-	}
-	if opts.NewEngine == nil {
-		opts.NewEngine = func(int) (engine.Engine, error) { return sim.New(opts.Sim), nil }
+	if cfg.NewEngine == nil {
+		sc := cfg.Sim
+		cfg.NewEngine = func(int) (engine.Engine, error) { return sim.New(sc), nil }
 	}
 	logs := NewLogs(t)
+	cfg.Coordinator.Log = logs.Logger
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := localnet.Start(ctx, localnet.Config{
-		DataDir: t.TempDir(), Addr: "127.0.0.1:0", Providers: opts.Providers,
-		NewEngine: opts.NewEngine, MaxConcurrent: opts.MaxConcurrent,
-		HeartbeatInterval: opts.HeartbeatInterval, KeyCacheTTL: opts.KeyCacheTTL, Regions: opts.Regions, StallTimeout: opts.StallTimeout, Chaos: opts.Chaos, Healthy: opts.Healthy, Agent: opts.Agent,
-		DrainTimeout: opts.DrainTimeout, RecordInterval: 100 * time.Millisecond, Log: logs.Logger,
-		ProbeEvery: opts.ProbeEvery, ScoreEvery: opts.ScoreEvery, ProbeTick: 10 * time.Millisecond, CheckTimeout: 30 * time.Second,
-		TrustNewNodes: !opts.Onboard, MaxNodesPerAccount: opts.MaxNodesPerAccount, KeyLimits: opts.KeyLimits, MaxTokensLimit: opts.MaxTokensLimit,
-		Credit: opts.Credit, InputPrice: opts.InputPrice, OutputPrice: opts.OutputPrice, FeeBasisPoints: opts.FeeBasisPoints,
-		TracerProvider: opts.TracerProvider, Queue: opts.Queue, TierPrices: opts.TierPrices,
-	})
+	n, err := localnet.Start(ctx, cfg.Config)
 	if err != nil {
 		t.Fatalf("start test network: %v", err)
 	}

@@ -136,15 +136,18 @@ func everVerified(t *testing.T, env *testenv.Env, id string, model string) bool 
 // or random words, fails them, is quarantined and is never verified, and buyers never reach
 // it. /v1/models counts only the verified node.
 func TestOnboarding_GarbageNeverVerified(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 3, Onboard: true, NewEngine: func(i int) (engine.Engine, error) {
-		switch i {
-		case 1:
-			return helloWorld(realModel), nil
-		case 2:
-			return randomWords(realModel), nil
+	env := testenv.New(t, testenv.Providers(3), func(c *testenv.Config) {
+		c.Coordinator.Fleet.TrustNewNodes = false
+		c.NewEngine = func(i int) (engine.Engine, error) {
+			switch i {
+			case 1:
+				return helloWorld(realModel), nil
+			case 2:
+				return randomWords(realModel), nil
+			}
+			return sim.New(sim.Config{Models: modelsNamed(realModel)}), nil
 		}
-		return sim.New(sim.Config{Models: modelsNamed(realModel)}), nil
-	}})
+	})
 	env.WaitFor("the honest node to be verified and the garbage quarantined", func() bool {
 		return level(env, 0) == store.LevelVerified && level(env, 1) == store.LevelQuarantined && level(env, 2) == store.LevelQuarantined
 	})
@@ -186,9 +189,13 @@ func TestOnboarding_GarbageNeverVerified(t *testing.T) {
 // its first on sale, and loses only the second, however long it is probed.
 func TestOnboarding_SecondModelFailsAlone(t *testing.T) {
 	const good, broken = "acme/good-8b", "acme/broken-70b"
-	env := testenv.New(t, testenv.Options{Providers: 1, Onboard: true, ProbeEvery: 30 * time.Millisecond, NewEngine: func(int) (engine.Engine, error) {
-		return split{good: sim.New(sim.Config{Models: modelsNamed(good)}), broken: helloWorld(broken)}, nil
-	}})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+		c.Coordinator.Fleet.TrustNewNodes = false
+		c.Coordinator.Prober.ProbeEvery = 30 * time.Millisecond
+		c.NewEngine = func(int) (engine.Engine, error) {
+			return split{good: sim.New(sim.Config{Models: modelsNamed(good)}), broken: helloWorld(broken)}, nil
+		}
+	})
 	env.WaitFor("the broken model to be quarantined", func() bool { return offerLevel(env, 0, broken) == store.LevelQuarantined })
 	// Probed on and on: every probe of the broken model fails, every probe of the good one passes.
 	env.WaitFor("a long run of probes", func() bool { return len(checks(t, env, 0)) >= 30 })
@@ -260,7 +267,10 @@ func (e *strict) Run(ctx context.Context, req *protocol.Request, out engine.Outp
 func TestOnboarding_SmallContext(t *testing.T) {
 	const ctxLen = 256
 	e := &strict{Engine: sim.New(sim.Config{Models: []engine.Model{{Name: model, ContextLength: ctxLen}}}), context: ctxLen}
-	env := testenv.New(t, testenv.Options{Providers: 1, Onboard: true, NewEngine: func(int) (engine.Engine, error) { return e, nil }})
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+		c.Coordinator.Fleet.TrustNewNodes = false
+		c.NewEngine = func(int) (engine.Engine, error) { return e, nil }
+	})
 	env.WaitFor("the node to be verified", func() bool { return level(env, 0) == store.LevelVerified })
 	cs := checks(t, env, 0)
 	for _, c := range cs {
@@ -294,13 +304,16 @@ func (e *inflater) Run(ctx context.Context, req *protocol.Request, out engine.Ou
 // repeated over-claims quarantine the node.
 func TestProbes_InflatedUsageQuarantined(t *testing.T) {
 	e := &inflater{Engine: sim.New(sim.Config{})}
-	env := testenv.New(t, testenv.Options{Providers: 2, Onboard: true, ProbeEvery: 40 * time.Millisecond,
-		NewEngine: func(i int) (engine.Engine, error) {
+	env := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) {
+		c.Coordinator.Fleet.TrustNewNodes = false
+		c.Coordinator.Prober.ProbeEvery = 40 * time.Millisecond
+		c.NewEngine = func(i int) (engine.Engine, error) {
 			if i == 1 {
 				return e, nil
 			}
 			return sim.New(sim.Config{}), nil
-		}})
+		}
+	})
 	// The platform's account pays the probes: fund it from outside, as an operator would.
 	env.WaitFor("the platform's account", func() bool {
 		_, err := env.Store.Account(context.Background(), verify.PlatformAccountID)

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shareai/shareai/internal/core"
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/ledger"
 	"github.com/shareai/shareai/internal/money"
@@ -20,6 +21,8 @@ import (
 
 // Config configures a Prober.
 type Config struct {
+	// Core runs the checks' requests, each pinned to the node it checks.
+	Core   *core.Core
 	Fleet  *fleet.Fleet
 	Store  store.Store
 	Ledger *ledger.Ledger

@@ -60,13 +60,16 @@ func checks(t *testing.T, env *testenv.Env, i int) []store.NodeCheck {
 // A node that serves another model under the asked name fails its onboarding checks and never
 // gets live traffic.
 func TestOnboarding_CheaterQuarantined(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 2, Onboard: true, Sim: sim.Config{TokensPerSecond: 0},
-		NewEngine: func(i int) (engine.Engine, error) {
+	env := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) {
+		c.Coordinator.Fleet.TrustNewNodes = false
+		c.Sim = sim.Config{TokensPerSecond: 0}
+		c.NewEngine = func(i int) (engine.Engine, error) {
 			if i == 1 {
 				return sim.New(sim.Config{Salt: "a smaller, cheaper model"}), nil
 			}
 			return sim.New(sim.Config{}), nil
-		}})
+		}
+	})
 	env.WaitFor("the cheater to be quarantined", func() bool { return level(env, 1) == store.LevelQuarantined })
 	if l := level(env, 0); l != store.LevelVerified {
 		t.Errorf("honest node is %s, want verified", l)
@@ -117,13 +120,16 @@ func mustAccount(t *testing.T, env *testenv.Env) string {
 // platform's account; the ledger still balances.
 func TestProbes_TurncoatQuarantined(t *testing.T) {
 	tc := &turncoat{honest: sim.New(sim.Config{}), cheat: sim.New(sim.Config{Salt: "cheaper"})}
-	env := testenv.New(t, testenv.Options{Providers: 3, Onboard: true, ProbeEvery: 40 * time.Millisecond,
-		NewEngine: func(i int) (engine.Engine, error) {
+	env := testenv.New(t, testenv.Providers(3), func(c *testenv.Config) {
+		c.Coordinator.Fleet.TrustNewNodes = false
+		c.Coordinator.Prober.ProbeEvery = 40 * time.Millisecond
+		c.NewEngine = func(i int) (engine.Engine, error) {
 			if i == 2 {
 				return tc, nil
 			}
 			return sim.New(sim.Config{}), nil
-		}})
+		}
+	})
 	// Buyers' traffic first: the platform's fees pay the probes.
 	client := env.Client()
 	for i := range 30 {
@@ -172,7 +178,10 @@ func TestProbes_HonestNodesNeverQuarantined(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a long run")
 	}
-	env := testenv.New(t, testenv.Options{Providers: 4, Onboard: true, ProbeEvery: 20 * time.Millisecond})
+	env := testenv.New(t, testenv.Providers(4), func(c *testenv.Config) {
+		c.Coordinator.Fleet.TrustNewNodes = false
+		c.Coordinator.Prober.ProbeEvery = 20 * time.Millisecond
+	})
 	// Run until the nodes have been checked at least 300 times (a count, not a time, so that a
 	// loaded machine makes the run longer rather than the test fail), watching their levels.
 	quarantined := map[string]bool{}
@@ -209,7 +218,10 @@ func TestProbes_HonestNodesNeverQuarantined(t *testing.T) {
 // A coordinator restart costs no node any score: the jobs it cut short are not the nodes'
 // failures, and its downtime is not theirs.
 func TestRestart_CostsNoScore(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 2, Onboard: true, Sim: sim.Config{TokensPerSecond: 200}})
+	env := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) {
+		c.Coordinator.Fleet.TrustNewNodes = false
+		c.Sim = sim.Config{TokensPerSecond: 200}
+	})
 	client := env.Client()
 	for i := range 5 {
 		if _, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
@@ -288,7 +300,11 @@ func TestRestart_CostsNoScore(t *testing.T) {
 // A flapping node (it drops half its jobs mid-answer and reconnects) scores below a steady one,
 // and its share of the traffic falls.
 func TestFlappingNode_ScoreAndShareFall(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 2, Healthy: 1, Chaos: agent.Chaos{Drop: 0.5}, StallTimeout: time.Second})
+	env := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) {
+		c.Healthy = 1
+		c.Agent.Chaos = agent.Chaos{Drop: 0.5}
+		c.Coordinator.Core.StallTimeout = time.Second
+	})
 	flapper, steady := env.Agents[0].NodeID(), env.Agents[1].NodeID()
 	client := env.Client()
 	served := func(n int) (share float64) {
@@ -331,7 +347,7 @@ func TestFlappingNode_ScoreAndShareFall(t *testing.T) {
 // A selftest runs the onboarding checks against the coordinator and shows the results, without
 // going live: the node is in no ranking, and nothing is recorded of it.
 func TestSelftest(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 1})
+	env := testenv.New(t, testenv.Providers(1))
 	ctx := context.Background()
 	for i, tt := range []struct {
 		name   string
@@ -375,12 +391,16 @@ func TestSelftest(t *testing.T) {
 // A probe pays a node no more than its peers ask: a node asking a fortune cannot make the
 // platform pay it.
 func TestProbes_PayNoMoreThanPeers(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Providers: 2, ProbeEvery: 300 * time.Millisecond,
-		InputPrice: money.Price(10 * money.USD), OutputPrice: money.Price(20 * money.USD), Agent: func(i int, c *agent.Config) {
+	env := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) {
+		c.Coordinator.Prober.ProbeEvery = 300 * time.Millisecond
+		c.Agent.InputPrice = money.Price(10 * money.USD)
+		c.Agent.OutputPrice = money.Price(20 * money.USD)
+		c.EachAgent = func(i int, c *agent.Config) {
 			if i == 1 {
 				c.InputPrice, c.OutputPrice = money.MaxPrice, money.MaxPrice
 			}
-		}})
+		}
+	})
 	client := env.Client()
 	for i := range 80 { // fees, to pay the probes
 		if _, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{

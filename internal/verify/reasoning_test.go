@@ -91,9 +91,12 @@ func TestOnboarding_ReasoningModels(t *testing.T) {
 		{Engine: sim.New(sim.Config{Models: modelsNamed(mystery)}), words: 600, channel: true},
 		{Engine: sim.New(sim.Config{Models: modelsNamed(looping)}), words: 100000},
 	}
-	env := testenv.New(t, testenv.Options{Providers: 3, Onboard: true, NewEngine: func(i int) (engine.Engine, error) {
-		return engines[i], nil
-	}})
+	env := testenv.New(t, testenv.Providers(3), func(c *testenv.Config) {
+		c.Coordinator.Fleet.TrustNewNodes = false
+		c.NewEngine = func(i int) (engine.Engine, error) {
+			return engines[i], nil
+		}
+	})
 	env.WaitFor("the reasoning models verified, the looping one quarantined", func() bool {
 		return level(env, 0) == store.LevelVerified && level(env, 1) == store.LevelVerified &&
 			offerLevel(env, 2, looping) == store.LevelQuarantined
