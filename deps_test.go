@@ -71,7 +71,7 @@ var (
 	// coordinatorSide are the packages of the coordinator: its state, its live fleet, its
 	// buyer API and what only it runs.
 	coordinatorSide = []string{in("internal/store/..."), in("internal/ledger"), in("internal/fleet"),
-		in("internal/gateway"), in("internal/relay"), in("internal/matcher"), in("internal/queue"),
+		in("internal/core"), in("internal/gateway"), in("internal/relay"), in("internal/matcher"), in("internal/queue"),
 		in("internal/console"), in("internal/verify"), in("internal/reputation"), in("internal/report"),
 		in("internal/meter"), in("internal/coordinator"), in("internal/localnet"), in("internal/testenv")}
 )
@@ -153,8 +153,15 @@ var rules = []rule{
 		allow: []string{in("internal/protocol")}},
 	{pkg: "internal/report", stdOnly: "report is pure arithmetic over a node's record: the standard library, store, money and schedule only",
 		allow: []string{in("internal/store"), in("internal/money"), in("internal/schedule")}},
-	{pkg: "internal/verify", bad: forbid("the prober sends its probes through the fleet: it is neither the gateway nor an agent",
-		in("internal/gateway"), in("internal/agent"))},
+	{pkg: "internal/verify", bad: forbid("the prober runs its probes through the request core, pinned to the node it checks: it is neither the gateway nor an agent",
+		in("internal/gateway"), in("internal/agent")), want: []string{in("internal/core")}},
+	{pkg: "internal/core", bad: slices.Concat(
+		forbid("the request core knows nothing of its callers: the gateway (HTTP), the console's playground and the prober call it, with a sink for the answer",
+			in("internal/gateway"), in("internal/console"), in("internal/verify"), in("internal/coordinator"), in("internal/localnet"),
+			in("internal/testenv"), in("internal/agent")),
+		forbid("the core's records go through store.Store; the drivers are store/sqlstore's", databases[1:]...))},
+	{pkg: "internal/console", bad: forbid("the console's playground runs a chat through the request core, for the signed-in account: never through the buyer API's handler",
+		in("internal/gateway"))},
 }
 
 // platforms are those the programs are built for: the coordinator on Linux, the agent on
