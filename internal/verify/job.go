@@ -1,18 +1,20 @@
 package verify
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
+	"github.com/shareai/shareai/internal/core"
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/ledger"
 	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
+	"github.com/shareai/shareai/internal/relay"
 	"github.com/shareai/shareai/internal/store"
 )
 
@@ -21,14 +23,15 @@ type reply struct {
 	text, reasoning string
 	finish          string         // the finish reason: "stop", "length", …
 	usage           protocol.Usage // as the node claimed it
-	// bill bills a paid check's job; nil when unpaid or billed.
+	// bill bills a check's job (core.Outcome.Settle); nil once billed.
 	bill func(maxCompletion int)
 }
 
-// settle bills the job, once: the node's claim as it made it when maxCompletion < 0, else at
-// most maxCompletion completion tokens, and a claim above that is flagged in the settlement
-// as an over-claim (store.Node.Overclaims), as the ledger flags a claim beyond what the node
-// delivered.
+// settle bills the job, once: as the core priced it (the node's claim within the
+// coordinator's count of what it delivered) when maxCompletion < 0, else at most
+// maxCompletion completion tokens, and a claim above that is flagged in the settlement as an
+// over-claim (store.Node.Overclaims), as the ledger flags a claim beyond what the node
+// delivered. An unpaid check's settles nothing.
 func (a *reply) settle(maxCompletion int) {
 	if a != nil && a.bill != nil {
 		a.bill(maxCompletion)
@@ -36,131 +39,66 @@ func (a *reply) settle(maxCompletion int) {
 	}
 }
 
-// run sends req to the offer's node as a job and returns its reply, which the caller settles.
-// The caller has taken a slot of the offer; the job frees it. A paid job is billed like a
-// buyer's request to the platform's account, so the node earns what it would for a buyer.
-// It may take CheckTimeout for each 1024 tokens of max_tokens begun (a reasoning model's
-// check asks for thousands).
+// run sends req to the offer's node as a job, through the request core pinned to that node (no
+// other node takes it over), and returns its reply, which the caller settles. The caller has
+// taken a slot of the offer; the job frees it. A paid job is billed like a buyer's request to
+// the platform's account, at the node's ask capped (probeAsk), so the node earns what it would
+// for a buyer; an unpaid one (an onboarding check, or a probe the platform's fees cannot pay
+// yet) is billed to no one. It may take CheckTimeout for each 1024 tokens of max_tokens begun
+// (a reasoning model's check asks for thousands).
 func (p *Prober) run(ctx context.Context, o *fleet.Offer, req *protocol.Request, paid bool) (*reply, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.CheckTimeout*time.Duration(1+max(req.MaxTokens-1, 0)/1024))
 	defer cancel()
-	var (
-		bill func(end *protocol.End, delivered int, err error, maxCompletion int)
-		err  error
-	)
+	var id [10]byte
+	rand.Read(id[:])
+	got := &collector{}
+	r := &core.Request{ID: fmt.Sprintf("probe_%x", id), Job: req, Offer: o, Unbilled: !paid, Defer: true,
+		Answer: func(core.Begin) relay.Sink { return got }}
 	if paid {
-		if bill, err = p.pay(ctx, o, req); err != nil {
+		key, err := p.platformKey(ctx)
+		if err != nil {
 			o.Release()
 			return nil, err
 		}
+		ask := p.probeAsk(o)
+		r.Key, r.Ask = key, &ask
+		r.Fund = func(ctx context.Context, need money.Nanos) error { return p.fund(ctx, key, need) }
 	}
-	job, err := p.cfg.Fleet.Dispatch(ctx, o, req)
+	out, err := p.cfg.Core.Serve(ctx, r)
+	if err == nil && out.Usage.Outcome != store.OutcomeOK {
+		err = fmt.Errorf("node %s: %s", o.Node.ID, cmp.Or(got.err, errors.New(out.Usage.Error)))
+	}
 	if err != nil {
-		if bill != nil {
-			bill(nil, 0, err, -1)
-		}
+		out.Settle(-1) // what was delivered, if anything
 		return nil, err
 	}
-	text, reasoning, end, delivered, err := collect(ctx, job)
-	switch {
-	case err == nil && end.Error != nil:
-		err = fmt.Errorf("node %s: %s", o.Node.ID, end.Error.Message)
-	case err == nil:
-		a := &reply{text: text, reasoning: reasoning, finish: end.FinishReason, usage: end.Usage}
-		if bill != nil {
-			a.bill = func(maxCompletion int) { bill(end, delivered, nil, maxCompletion) }
-		}
-		return a, nil
-	}
-	if bill != nil {
-		bill(end, delivered, err, -1)
-	}
-	return nil, err
+	return &reply{text: got.text.String(), reasoning: got.reasoning.String(), finish: out.Usage.FinishReason,
+		usage: out.Claimed, bill: out.Settle}, nil
 }
 
-// pay holds a probe's most possible cost on the platform's account, and returns what bills it
-// when the job ends (or voids the hold when no job ran).
-func (p *Prober) pay(ctx context.Context, o *fleet.Offer, req *protocol.Request) (func(*protocol.End, int, error, int), error) {
-	key, err := p.platformKey(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var id [10]byte
-	rand.Read(id[:])
-	requestID := fmt.Sprintf("probe_%x", id)
-	bounds := ledger.Bounds{PromptTokens: ledger.PromptBound(len(req.Messages)), PromptEstimate: ledger.EstimateTokens(len(req.Messages))}
-	bounds.CompletionTokens = p.cfg.Ledger.CompletionBound(req.MaxTokens, o.ContextLength)
-	ask := p.probeAsk(o)
-	if err := p.hold(ctx, key, requestID, p.cfg.Ledger.MaxCost(ask, bounds)); errors.Is(err, errUnfunded) {
-		p.warnUnfunded()
-		return nil, nil // the probe runs unpaid
-	} else if err != nil {
-		return nil, err
-	}
-	start := p.cfg.Now()
-	return func(end *protocol.End, delivered int, err error, maxCompletion int) {
-		u := &store.Usage{RequestID: requestID, AccountID: key.AccountID, KeyID: key.ID, Model: req.Model,
-			NodeID: o.Node.ID, Region: o.Node.Region, Endpoint: req.Kind, CreatedAt: start,
-			Outcome: store.OutcomeOK, Duration: p.cfg.Now().Sub(start)}
-		if end == nil && delivered == 0 {
-			u.Outcome, u.Error = store.OutcomeError, fmt.Sprint(err)
-			if verr := p.cfg.Ledger.Void(context.WithoutCancel(ctx), requestID, u); verr != nil {
-				p.log.Warn("void a probe's hold", "err", verr)
-			}
-			return
-		}
-		work := ledger.Work{NodeID: o.Node.ID, ProviderID: o.Node.AccountID, Ask: ask, DeliveredBytes: delivered}
-		inflated := false
-		if end != nil {
-			work.PromptTokens, work.CompletionTokens = end.Usage.PromptTokens, end.Usage.CompletionTokens
-			if maxCompletion >= 0 && work.CompletionTokens > maxCompletion {
-				work.CompletionTokens, inflated = maxCompletion, true
-			}
-		}
-		if err != nil || end == nil || end.Error != nil {
-			u.Outcome = store.OutcomeError
-		}
-		b := p.cfg.Ledger.Price(requestID, bounds, []ledger.Work{work})
-		if inflated && !slices.Contains(b.Settlement.Flagged, o.Node.ID) {
-			b.Settlement.Flagged = append(b.Settlement.Flagged, o.Node.ID)
-		}
-		u.PromptTokens, u.CompletionTokens = b.PromptTokens, b.CompletionTokens
-		p.cfg.Ledger.SettleLater(b, u)
-	}, nil
+// collector is a check's answer, as the core relays it.
+type collector struct {
+	text, reasoning strings.Builder
+	err             error // why the answer could not be finished
 }
 
-// collect reads a job to its end: the answer's text and reasoning, the end, and the bytes
-// delivered.
-func collect(ctx context.Context, job *fleet.Job) (text, reasoning string, end *protocol.End, delivered int, err error) {
-	var b, r strings.Builder
-	for {
-		fr, err := job.Next(ctx)
-		if err != nil {
-			job.Cancel()
-			return b.String(), r.String(), nil, delivered, err
-		}
-		if fr.Delta != nil {
-			b.WriteString(fr.Delta.Text)
-			r.WriteString(fr.Delta.Reasoning)
-			delivered += len(fr.Delta.Text) + len(fr.Delta.Reasoning) + len(fr.Delta.ToolCalls)
-		}
-		if fr.Type == protocol.TypeEnd {
-			return b.String(), r.String(), fr.End, delivered, nil
-		}
-	}
+func (c *collector) Delta(d *protocol.Delta) error {
+	c.text.WriteString(d.Text)
+	c.reasoning.WriteString(d.Reasoning)
+	return nil
 }
 
-// hold reserves a probe's most possible cost on the platform's account, funding it from the
-// platform's fees (or, when they fall short, from the outside world: the operator's money, a
-// deposit with ref platform-funding:…) when its balance is short.
-func (p *Prober) hold(ctx context.Context, key *store.Key, requestID string, amount money.Nanos) error {
-	err := p.cfg.Ledger.Hold(ctx, requestID, key, amount)
-	var le *store.LimitError
-	if !errors.As(err, &le) {
-		return err
-	}
-	// Top up from the fees: enough for many probes if they have it, else for this one.
-	for _, topUp := range []money.Nanos{amount * 100, amount * 10, amount} {
+func (c *collector) Flush() error                                  { return nil }
+func (c *collector) End(string, protocol.Usage, money.Nanos) error { return nil }
+func (c *collector) Fail(err error) error                          { c.err = err; return nil }
+
+// fund tops the platform's account up from the platform's fees when a probe's hold finds it
+// short (or, when they fall short, from the outside world: the operator's money, a deposit with
+// ref platform-funding:…): enough for many probes if the fees have it, else for this one. It
+// returns core.ErrUnfunded when they cannot pay even this one: the probe then runs unpaid.
+func (p *Prober) fund(ctx context.Context, key *store.Key, need money.Nanos) error {
+	var err error
+	for _, topUp := range []money.Nanos{need * 100, need * 10, need} {
 		var ref [8]byte
 		rand.Read(ref[:])
 		err = p.cfg.Store.FundFromFees(ctx, key.AccountID, topUp, fmt.Sprintf("probes:%x", ref), p.cfg.Now())
@@ -170,15 +108,13 @@ func (p *Prober) hold(ctx context.Context, key *store.Key, requestID string, amo
 	}
 	switch {
 	case errors.Is(err, store.ErrInsufficient):
-		return errUnfunded
+		p.warnUnfunded()
+		return core.ErrUnfunded
 	case err != nil:
 		return fmt.Errorf("fund the probes: %w", err)
 	}
-	return p.cfg.Ledger.Hold(ctx, requestID, key, amount)
+	return nil
 }
-
-// errUnfunded: the platform's fees cannot pay a probe now.
-var errUnfunded = errors.New("the platform's fees cannot pay the probes")
 
 // warnUnfunded says, at most every 10 minutes, that probes run unpaid.
 func (p *Prober) warnUnfunded() {
