@@ -33,8 +33,8 @@ func (c *Console) registerBuyer(mux *http.ServeMux) {
 	mux.Handle("GET /buyer/requests", c.as(store.RoleBuyer, c.buyerRequests))
 	mux.Handle("GET /buyer/requests/{id}", c.as(store.RoleBuyer, c.buyerRequest))
 	mux.Handle("GET /buyer/requests/{id}/receipts.json", c.as(store.RoleBuyer, c.buyerReceipts))
-	mux.Handle("GET /buyer/playground", c.as(store.RoleBuyer, plain(c.playground)))
-	mux.Handle("POST /buyer/playground/chat", c.as(store.RoleBuyer, plain(c.playgroundChat)))
+	mux.Handle("GET /buyer/playground", c.as(store.RoleBuyer, c.playground))
+	mux.Handle("POST /buyer/playground/chat", c.as(store.RoleBuyer, c.playgroundChat))
 	mux.Handle("GET /models", c.as("", c.models))
 }
 

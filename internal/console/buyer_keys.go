@@ -17,8 +17,10 @@ import (
 	"github.com/shareai/shareai/internal/tier"
 )
 
-// consoleKeyName names the short-lived keys the playground makes (buyer_playground.go). A user
-// cannot create a key of that name, and the keys page leaves the revoked ones out.
+// consoleKeyName named the short-lived keys the playground made for each chat, before it ran
+// chats through the request core for the account itself. Accounts may still hold them, all
+// revoked: a user cannot create a key of that name, and the keys page leaves the revoked ones
+// out.
 const consoleKeyName = "console"
 
 // Bounds of the key form's fields.

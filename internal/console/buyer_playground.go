@@ -2,29 +2,22 @@ package console
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/shareai/shareai/internal/api"
+	"github.com/shareai/shareai/internal/core"
 	"github.com/shareai/shareai/internal/matcher"
-	"github.com/shareai/shareai/internal/store"
+	"github.com/shareai/shareai/internal/relay"
+	"github.com/shareai/shareai/internal/requestid"
 )
 
-// The playground sends a prompt through the buyer API in-process, as the account, without any
-// API key ever reaching the browser.
-//
-// The console holds no key of the account's it could use: only hashes of secrets are stored.
-// So each chat mints a key of its own (named "console"), serves the chat with it, and revokes
-// it when the answer has ended, whether it ended well or not. The secret lives only on the
-// stack of the one request that made it: nothing to expire, nothing to leak on a restart (a
-// crash between the two leaves a key whose secret nobody holds), and it works the same when
-// several coordinators share the database. The cost is two small writes a chat; the keys
-// page leaves the revoked console keys out. Usage is the account's, as for any of its keys:
-// the account's spend caps and balance apply.
+// The playground runs a prompt through the request core in-process, paid by the signed-in
+// buyer's account itself: no API key is made, and none ever reaches the browser. The account's
+// spend caps and balance apply, as for any of its keys; the answer is the API's own, streamed
+// as server-sent events, and its usage and receipts are recorded as any request's.
 
 // Bounds of the playground's form.
 const (
@@ -38,7 +31,7 @@ type playgroundPage struct {
 	Sorts  []string
 }
 
-func (c *Console) playground(w http.ResponseWriter, r *http.Request) {
+func (c *Console) playground(w http.ResponseWriter, r *http.Request) error {
 	p := playgroundPage{Sorts: []string{matcher.SortPrice, matcher.SortLatency, matcher.SortThroughput}}
 	if c.cfg.Fleet != nil {
 		for _, m := range c.cfg.Fleet.Models() {
@@ -46,6 +39,7 @@ func (c *Console) playground(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	c.render(w, r, http.StatusOK, "buyer_playground", p)
+	return nil
 }
 
 // chatRequest is the OpenAI chat request the playground makes.
@@ -110,74 +104,54 @@ func playgroundPrefs(r *http.Request) (json.RawMessage, error) {
 }
 
 // playgroundChat serves POST /buyer/playground/chat: the form's prompt as a streamed chat
-// request, through the buyer API with a key minted for this chat alone. The answer is the
-// API's own: server-sent events, or an OpenAI error in JSON.
-func (c *Console) playgroundChat(w http.ResponseWriter, r *http.Request) {
-	ctx, acct := r.Context(), sessionOf(r).user.AccountID
+// request, decoded and validated as the API would, and run by the request core for the
+// account. The answer is the API's own: server-sent events, or an OpenAI error in JSON.
+func (c *Console) playgroundChat(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	if c.cfg.API == nil {
-		(&api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Message: "The playground is not available here."}).Write(w)
-		return
+	if c.cfg.Core == nil {
+		return &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Message: "The playground is not available here."}
 	}
 	model, prompt := strings.TrimSpace(r.PostFormValue("model")), r.PostFormValue("prompt")
 	switch {
 	case model == "":
-		api.BadRequest("model", api.CodeInvalidValue, "Choose a model.").Write(w)
-		return
+		return api.BadRequest("model", api.CodeInvalidValue, "Choose a model.")
 	case strings.TrimSpace(prompt) == "":
-		api.BadRequest("messages", api.CodeInvalidValue, "Write a prompt.").Write(w)
-		return
+		return api.BadRequest("messages", api.CodeInvalidValue, "Write a prompt.")
 	case len(prompt) > maxPrompt:
-		api.BadRequest("messages", api.CodeInvalidValue, "The prompt is longer than %d bytes.", maxPrompt).Write(w)
-		return
+		return api.BadRequest("messages", api.CodeInvalidValue, "The prompt is longer than %d bytes.", maxPrompt)
 	}
 	provider, err := playgroundPrefs(r)
-	if ae := (*api.Error)(nil); errors.As(err, &ae) {
-		ae.Write(w)
-		return
-	} else if err != nil {
-		c.chatFail(w, r, err)
-		return
+	if err != nil {
+		return apiError(err)
 	}
 	body, err := json.Marshal(chatRequest{Model: model, Messages: []chatMessage{{Role: "user", Content: prompt}},
 		Stream: true, StreamOptions: streamOptions{IncludeUsage: true}, Provider: provider})
 	if err != nil {
-		c.chatFail(w, r, err)
-		return
+		return apiError(err)
 	}
-
-	secret, k := store.NewKey(acct, store.KeyBuyer, consoleKeyName, c.cfg.Now())
-	if err := c.cfg.Store.CreateKey(ctx, k); err != nil {
-		c.chatFail(w, r, err)
-		return
+	var chat api.ChatRequest
+	if err := api.Decode(bytes.NewReader(body), &chat); err != nil {
+		return err
 	}
-	defer func() {
-		// Even when the browser went away: the key must not outlive its chat.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if _, err := c.cfg.Store.RevokeKey(rctx, k.ID, c.cfg.Now()); err != nil {
-			c.log.ErrorContext(r.Context(), "console: revoke the playground's key", "account", acct, "key", k.ID, "err", err)
-		}
-	}()
-
-	r2, err := http.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
-	if err != nil {
-		c.chatFail(w, r, err)
-		return
+	job, aerr := chat.Job() // an *api.Error: kept apart, lest a nil one become a non-nil error
+	if aerr != nil {
+		return aerr
 	}
-	r2.Host, r2.RemoteAddr, r2.TLS = r.Host, r.RemoteAddr, r.TLS
-	r2.Header.Set("Authorization", "Bearer "+secret)
-	r2.Header.Set("Content-Type", "application/json")
-	r2.Header.Set("Accept", "text/event-stream")
-	r2.Header.Set("User-Agent", "shareai-console")
-	// w is the browser's: the API streams its events straight to it, flushing as it goes.
-	c.cfg.API.ServeHTTP(w, r2)
+	req := &core.Request{ID: requestid.From(r.Context()), Account: sessionOf(r).user.AccountID, Job: job, Routing: chat.Routing, Stream: true,
+		Answer: func(b core.Begin) relay.Sink {
+			b.Answer.IncludeUsage = true
+			return relay.NewChatStream(w, b.Answer) // w is the browser's: the answer streams straight to it
+		}}
+	_, err = c.cfg.Core.Serve(r.Context(), req)
+	return apiError(err)
 }
 
-// chatFail answers the playground's script a failure it cannot fix, as the API would: an
-// OpenAI error in JSON, the cause logged.
-func (c *Console) chatFail(w http.ResponseWriter, r *http.Request, err error) {
-	c.log.ErrorContext(r.Context(), "console: playground", "path", r.URL.Path, "err", err)
-	(&api.Error{Status: http.StatusInternalServerError, Type: api.TypeServer, Message: "The playground had an error; try again."}).Write(w)
+// apiError is err as the playground's script reads it, an OpenAI error: itself when it is one,
+// else a 500 whose cause is logged, not shown.
+func apiError(err error) error {
+	if _, ok := errors.AsType[*api.Error](err); err == nil || ok {
+		return err
+	}
+	return &api.Error{Status: http.StatusInternalServerError, Type: api.TypeServer, Message: "The playground had an error; try again.", Cause: err}
 }

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shareai/shareai/internal/core"
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/ledger"
 	"github.com/shareai/shareai/internal/reputation"
@@ -39,9 +40,9 @@ type Config struct {
 	Store  store.Store
 	Fleet  *fleet.Fleet
 	Ledger *ledger.Ledger
-	// API is the buyer API's handler (the gateway's): the playground calls it in-process with
-	// the account's console key, so that no key ever reaches the browser.
-	API http.Handler
+	// Core runs the playground's chats, paid by the signed-in account: no key is made for
+	// them, and none reaches the browser. Nil: no playground.
+	Core *core.Core
 	// Secure marks the cookies Secure: set it when the coordinator serves HTTPS.
 	Secure bool
 	// Reputation explains a node's score, factor by factor (the coordinator's prober); nil:

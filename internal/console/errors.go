@@ -52,14 +52,6 @@ func (c *Console) handle(h handler) http.Handler {
 	})
 }
 
-// plain adapts a handler that answers its own errors (the playground's) to a handler.
-func plain(h http.HandlerFunc) handler {
-	return func(w http.ResponseWriter, r *http.Request) error {
-		h(w, r)
-		return nil
-	}
-}
-
 // userErrorOf is the *Error that err is, or that it means: store.ErrNotFound a 404,
 // errForbidden a 403, a body too large a 413, anything else a 500 ("error.internal").
 func userErrorOf(err error) *Error {
@@ -81,7 +73,17 @@ func userErrorOf(err error) *Error {
 // the user's language, or, to a request that asks for JSON and not for a page, the API's shape
 // of error ({"error":{"message","type","code"}}) with that message and the key as its code.
 // A server error is logged with its cause; a refusal with a cause is logged as information.
+//
+// An *api.Error is the API's answer (the playground's, which speaks the API): it is written as
+// the API writes it, its cause logged.
 func (c *Console) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if ae, ok := errors.AsType[*api.Error](err); ok {
+		if ae.Status >= http.StatusInternalServerError {
+			c.log.WarnContext(r.Context(), "console: API request failed", "path", r.URL.Path, "status", ae.Status, "err", err)
+		}
+		ae.Write(w)
+		return
+	}
 	ue := userErrorOf(err)
 	switch {
 	case ue.Status >= http.StatusInternalServerError:

@@ -30,6 +30,7 @@ import (
 	"github.com/shareai/shareai/internal/metrics"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/reputation"
+	"github.com/shareai/shareai/internal/requestid"
 	"github.com/shareai/shareai/internal/store"
 	"github.com/shareai/shareai/internal/verify"
 )
@@ -132,7 +133,7 @@ func New(cfg Config) *Coordinator {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	// Lines logged with a request's context carry its id.
-	cfg.Log = slog.New(gateway.LogHandler(cfg.Log.Handler()))
+	cfg.Log = slog.New(requestid.LogHandler(cfg.Log.Handler()))
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 30 * time.Second
 	}
@@ -187,10 +188,10 @@ func New(cfg Config) *Coordinator {
 		w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
 	mux.HandleFunc("GET /readyz", c.readyz)
-	c.handler = gateway.WithRequestID(mux)
+	c.handler = requestid.Handler(mux)
 	cc := cfg.Console
 	cc.Store, cc.Fleet, cc.Ledger, cc.Log = cfg.Store, c.Fleet, c.Ledger, cfg.Log
-	cc.API, cc.Secure, cc.Reputation = c.handler, cfg.TLS != nil, c.Prober.Explain
+	cc.Core, cc.Secure, cc.Reputation = c.Core, cfg.TLS != nil, c.Prober.Explain
 	cc.KeyLimits, cc.TierPrices = gc.Limits, c.Core.TierPrices() // the gateway's and the core's, which the console shows
 	web, err := console.New(cc)
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/shareai/shareai/internal/metrics"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/reputation"
+	"github.com/shareai/shareai/internal/requestid"
 	"github.com/shareai/shareai/internal/store"
 	"github.com/shareai/shareai/internal/tracing"
 )
@@ -39,7 +40,7 @@ const (
 
 // Headers on every response.
 const (
-	HeaderRequestID = "X-Request-Id"
+	HeaderRequestID = requestid.Header
 	HeaderNode      = "X-Shareai-Node"
 	// HeaderQueueTime is how long the request waited in the queue for a free node before
 	// its answer started, as a Go duration ("0s", "1.2s").
@@ -95,7 +96,7 @@ func New(cfg Config) *Gateway {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	cfg.Log = slog.New(LogHandler(cfg.Log.Handler())) // lines logged with a request's context carry its id
+	cfg.Log = slog.New(requestid.LogHandler(cfg.Log.Handler())) // lines logged with a request's context carry its id
 	if cfg.MaxTokensLimit <= 0 {
 		cfg.MaxTokensLimit = 32768
 	}
@@ -146,7 +147,7 @@ func (g *Gateway) handleAs(kind string, fn handlerFunc) http.Handler {
 // call serves a request with fn once its key is authenticated, writes fn's error, and returns
 // the call and the error.
 func (g *Gateway) call(w http.ResponseWriter, r *http.Request, kind string, fn handlerFunc) (_ *call, err error) {
-	c := &call{id: RequestID(r.Context()), start: g.cfg.Now()}
+	c := &call{id: requestid.From(r.Context()), start: g.cfg.Now()}
 	r = g.startRequest(r, c)
 	defer func() { endRequest(c, err) }()
 	err = g.authenticate(r, c, kind)

@@ -1,4 +1,7 @@
-package gateway
+// Package requestid names every HTTP request of the coordinator: an id (req_…) in its context,
+// its X-Request-Id response header and the log lines logged with its context. The buyer API and
+// the console both serve requests under it; the request core bills and records them by it.
+package requestid
 
 import (
 	"context"
@@ -8,33 +11,35 @@ import (
 	"net/http"
 )
 
+// Header is the response header that carries a request's id.
+const Header = "X-Request-Id"
+
 type requestIDKey struct{}
 
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
-// NewRequestID returns a fresh request id.
-func NewRequestID() string {
+// New returns a fresh request id.
+func New() string {
 	var b [15]byte
 	rand.Read(b[:])
 	return "req_" + idEncoding.EncodeToString(b[:])
 }
 
-// WithRequestID gives every request an id, in its context and in the X-Request-Id response
-// header.
-func WithRequestID(next http.Handler) http.Handler {
+// Handler gives every request an id, in its context and in the X-Request-Id response header.
+func Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := NewRequestID()
-		w.Header().Set(HeaderRequestID, id)
+		id := New()
+		w.Header().Set(Header, id)
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
 	})
 }
 
-// RequestID returns the request's id, or a new one when WithRequestID did not run.
-func RequestID(ctx context.Context) string {
+// From returns the request's id, or a new one when Handler did not run.
+func From(ctx context.Context) string {
 	if id, ok := ctx.Value(requestIDKey{}).(string); ok {
 		return id
 	}
-	return NewRequestID()
+	return New()
 }
 
 // LogHandler wraps h so that a record logged with a request's context (log.InfoContext(ctx, …))
@@ -50,7 +55,7 @@ type requestIDHandler struct{ slog.Handler }
 
 func (h requestIDHandler) Handle(ctx context.Context, r slog.Record) error {
 	if id, ok := ctx.Value(requestIDKey{}).(string); ok {
-		r.AddAttrs(slog.String(logRequestID, id))
+		r.AddAttrs(slog.String("request_id", id))
 	}
 	return h.Handler.Handle(ctx, r)
 }
