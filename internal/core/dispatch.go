@@ -355,6 +355,9 @@ func (c *Core) matchWithin(mreq matcher.Request, ix *matcher.Index, req *protoco
 func (c *Core) voidHold(ctx context.Context, r *Request, why string) {
 	u := &store.Usage{RequestID: r.ID, AccountID: r.Account, KeyID: r.usage.KeyID, Model: r.Job.Model, Endpoint: r.Job.Kind,
 		Outcome: store.OutcomeError, Error: why, CreatedAt: r.Start}
+	if r.failure != nil {
+		u.Error += " (" + detail(r.failure) + ")" // with the nodes' own words, for their providers
+	}
 	if err := c.cfg.Ledger.Void(context.WithoutCancel(ctx), r.ID, u); err != nil {
 		c.log.Error("void hold", logRequestID, r.ID, "err", err)
 	}

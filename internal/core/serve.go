@@ -48,8 +48,7 @@ func (c *Core) Serve(ctx context.Context, r *Request) (*Outcome, error) {
 	}
 	ctx, release := c.abortable(ctx)
 	defer release()
-	var err error
-	aside.Run(func() { err = c.serve(ctx, r) })
+	err := c.serve(ctx, r)
 	out := &Outcome{Usage: r.usage, Bill: r.bill, Claimed: r.claimed, Queued: r.queued}
 	if r.Defer && r.bill != nil && !r.Unbilled {
 		out.settle = func(maxCompletion int) { c.settleDeferred(ctx, r, maxCompletion) }

@@ -1,0 +1,250 @@
+package core_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shareai/shareai/internal/api"
+	"github.com/shareai/shareai/internal/core"
+	"github.com/shareai/shareai/internal/engine"
+	"github.com/shareai/shareai/internal/engine/sim"
+	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/protocol"
+	"github.com/shareai/shareai/internal/relay"
+	"github.com/shareai/shareai/internal/requestid"
+	"github.com/shareai/shareai/internal/store"
+	"github.com/shareai/shareai/internal/testenv"
+)
+
+// The core runs requests for callers that are not HTTP handlers: these tests call it as the
+// playground, the prober and the batch runner do, with a sink of their own, over a network of
+// real agents, and check the answer and the money.
+
+const model = "sim/llama-3.1-8b"
+
+// sink is an answer as the core writes it: its pieces, its end or its failure, and what the
+// core said when a node took the request.
+type sink struct {
+	mu      sync.Mutex
+	begins  []core.Begin
+	text    strings.Builder
+	pieces  int
+	finish  string
+	usage   protocol.Usage
+	cost    money.Nanos
+	failed  error
+	onPiece func(n int) // called after each piece, outside the lock
+}
+
+func (s *sink) open(b core.Begin) relay.Sink {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.begins = append(s.begins, b)
+	return s
+}
+
+func (s *sink) Delta(d *protocol.Delta) error {
+	s.mu.Lock()
+	s.text.WriteString(d.Text)
+	s.pieces++
+	n := s.pieces
+	s.mu.Unlock()
+	if s.onPiece != nil {
+		s.onPiece(n)
+	}
+	return nil
+}
+
+func (s *sink) Flush() error { return nil }
+
+func (s *sink) End(finish string, u protocol.Usage, cost money.Nanos) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.finish, s.usage, s.cost = finish, u, cost
+	return nil
+}
+
+func (s *sink) Fail(err error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failed = err
+	return nil
+}
+
+func chat(t *testing.T, prompt string, seed int64) *protocol.Request {
+	t.Helper()
+	msgs, _ := json.Marshal([]map[string]string{{"role": "user", "content": prompt}})
+	return &protocol.Request{Kind: protocol.KindChat, Model: model, Messages: msgs, Seed: &seed}
+}
+
+// buyer is the network's buyer account and key.
+func buyer(t *testing.T, env *testenv.Env) *store.Key {
+	t.Helper()
+	k, err := env.Store.KeyByHash(context.Background(), store.HashSecret(env.APIKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func settled(t *testing.T, env *testenv.Env, account string) *store.Balance {
+	t.Helper()
+	var b *store.Balance
+	env.WaitFor("the request to be settled", func() bool {
+		var err error
+		b, err = env.Store.Balance(context.Background(), account)
+		return err == nil && b.Held == 0
+	})
+	return b
+}
+
+// A node that vanishes mid-answer is replaced with no HTTP anywhere on the buyer's side: the
+// sink gets one unbroken answer, the same as an undisturbed run's, made once; the account pays
+// what the stored usage says, the sink was told that cost, both nodes earn, and the ledger
+// balances. The account pays directly, with no key, as the playground's chats do.
+func TestServe_FailoverAndBilling(t *testing.T) {
+	env := testenv.New(t, testenv.Providers(2), func(c *testenv.Config) { c.Sim = sim.Config{TokensPerSecond: 100} })
+	ctx := context.Background()
+	acct := buyer(t, env).AccountID
+	before, err := env.Store.Balance(ctx, acct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const prompt = "Tell a long story about failover."
+	job := chat(t, prompt, 5)
+	s := &sink{}
+	var once sync.Once
+	s.onPiece = func(n int) {
+		if n == 5 {
+			once.Do(func() {
+				s.mu.Lock()
+				first := s.begins[0].Node
+				s.mu.Unlock()
+				for i, a := range env.Agents {
+					if a.NodeID() == first {
+						env.StopAgent(i) // the node's machine goes away mid-answer
+					}
+				}
+			})
+		}
+	}
+	id := requestid.New()
+	out, err := env.Coordinator().Core.Serve(ctx, &core.Request{ID: id, Account: acct, Job: job, Stream: true, Answer: s.open})
+	if err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	if want := sim.New(sim.Config{}).Answer(job); s.text.String() != want || s.finish != "stop" || s.failed != nil {
+		t.Errorf("answer %q, finish %q, failed %v; want the undisturbed answer %q, stop", s.text.String(), s.finish, s.failed, want)
+	}
+	if len(s.begins) != 1 || s.begins[0].Answer.ID != "chatcmpl-"+strings.TrimPrefix(id, "req_") || s.begins[0].Answer.Model != model {
+		t.Errorf("begins %+v; want one, naming the answer chatcmpl-… of %s", s.begins, model)
+	}
+	u := out.Usage
+	if u.Outcome != store.OutcomeOK || u.KeyID != "" || u.AccountID != acct || out.Bill == nil || out.Bill.Cost() != s.cost || s.cost <= 0 {
+		t.Fatalf("outcome %+v, bill %+v, sink told %s; want ok, the account's, no key, billed what the sink was told", u, out.Bill, s.cost)
+	}
+	if out.Billed() != s.usage.PromptTokens+s.usage.CompletionTokens {
+		t.Errorf("billed %d tokens; the sink was told %+v", out.Billed(), s.usage)
+	}
+
+	after := settled(t, env, acct)
+	if spent := after.Spent - before.Spent; spent != s.cost {
+		t.Errorf("the account spent %s; the answer cost %s", spent, s.cost)
+	}
+	if sum, err := env.Store.LedgerSum(ctx); err != nil || sum != 0 {
+		t.Errorf("ledger sum %d, %v; want 0", sum, err)
+	}
+	prov, err := env.Store.Account(ctx, "local-provider")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if earn, err := env.Store.Earnings(ctx, prov.ID, time.Now().Add(-time.Hour)); err != nil || len(earn) != 2 {
+		t.Errorf("earnings %+v, %v; want both nodes paid for their parts", earn, err)
+	}
+	var rec *store.Usage
+	env.WaitFor("the usage record", func() bool {
+		rec, err = env.Store.UsageByRequest(ctx, id)
+		return err == nil
+	})
+	if rec.Cost != s.cost || rec.CompletionTokens != s.usage.CompletionTokens || rec.KeyID != "" {
+		t.Errorf("stored usage %+v; want the cost and tokens the sink was told, and no key", rec)
+	}
+}
+
+// A request no node can take returns the buyer's error, with nothing held or billed, and the
+// sink is never opened; a key's rules apply without HTTP too.
+func TestServe_Refusals(t *testing.T) {
+	env := testenv.New(t)
+	ctx := context.Background()
+	key := buyer(t, env)
+	c := env.Coordinator().Core
+	s := &sink{}
+
+	_, err := c.Serve(ctx, &core.Request{ID: requestid.New(), Key: key, Job: &protocol.Request{Kind: protocol.KindChat, Model: "sim/none",
+		Messages: json.RawMessage(`[{"role":"user","content":"hi"}]`)}, Answer: s.open})
+	if ae, ok := errors.AsType[*api.Error](err); !ok || ae.Status != http.StatusNotFound || ae.Code != api.CodeModelNotFound {
+		t.Errorf("unknown model: %v; want 404 model_not_found", err)
+	}
+
+	ruled := *key
+	ruled.Models = []string{"sim/other"}
+	_, err = c.Serve(ctx, &core.Request{ID: requestid.New(), Key: &ruled, Job: chat(t, "hi", 1), Answer: s.open})
+	if ae, ok := errors.AsType[*api.Error](err); !ok || ae.Status != http.StatusForbidden {
+		t.Errorf("a model the key may not use: %v; want 403", err)
+	}
+
+	_, err = c.Serve(ctx, &core.Request{ID: requestid.New(), Key: key, Job: chat(t, "hi", 1), Routing: api.Routing{Provider: json.RawMessage(`{"sort":"cheapest"}`)}, Answer: s.open})
+	if ae, ok := errors.AsType[*api.Error](err); !ok || ae.Status != http.StatusBadRequest || ae.Param != "provider.sort" {
+		t.Errorf("bad routing: %v; want 400 on provider.sort", err)
+	}
+	if len(s.begins) != 0 {
+		t.Errorf("the sink was opened %d times for refused requests", len(s.begins))
+	}
+	if b := settled(t, env, key.AccountID); b.Spent != 0 {
+		t.Errorf("spent %s on refused requests", b.Spent)
+	}
+}
+
+// failing is an engine whose every answer fails before its first token, with words of its
+// own a buyer must not see.
+type failing struct{ *sim.Engine }
+
+func (failing) Run(context.Context, *protocol.Request, engine.Output) (engine.Result, error) {
+	return engine.Result{}, errors.New("CUDA out of memory at /home/owner/secret/model.gguf")
+}
+
+// A node's engine's own error text reaches the log and the usage record, for its provider,
+// never the buyer's error; errors.Is still finds what the node reported.
+func TestServe_EngineWordsNotShown(t *testing.T) {
+	env := testenv.New(t, func(c *testenv.Config) {
+		c.NewEngine = func(int) (engine.Engine, error) { return failing{sim.New(sim.Config{})}, nil }
+	})
+	ctx := context.Background()
+	id := requestid.New()
+	_, err := env.Coordinator().Core.Serve(ctx, &core.Request{ID: id, Key: buyer(t, env), Job: chat(t, "hi", 1), Answer: (&sink{}).open})
+	ae, ok := errors.AsType[*api.Error](err)
+	if !ok || ae.Status != http.StatusServiceUnavailable {
+		t.Fatalf("err %v; want a 503", err)
+	}
+	if strings.Contains(ae.Message, "CUDA") || strings.Contains(ae.Message, "/home/owner") || !strings.Contains(ae.Message, "failed before answering") {
+		t.Errorf("the buyer is told %q; want that the node failed, without its engine's words", ae.Message)
+	}
+	if pe, ok := errors.AsType[*protocol.Error](err); !ok || !strings.Contains(pe.Message, "CUDA out of memory") {
+		t.Errorf("the error's cause %v; want the node's error, for the log", err)
+	}
+	var rec *store.Usage
+	env.WaitFor("the usage record", func() bool {
+		var err error
+		rec, err = env.Store.UsageByRequest(ctx, id)
+		return err == nil
+	})
+	if rec.Cost != 0 || rec.Outcome != store.OutcomeError || !strings.Contains(rec.Error, "CUDA out of memory") {
+		t.Errorf("usage %+v; want an error that cost nothing, with the node's words for its provider", rec)
+	}
+}
