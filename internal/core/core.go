@@ -168,8 +168,8 @@ type Request struct {
 	// (the platform's probes, paid from its fees); the hold is then tried again. When it
 	// returns ErrUnfunded, the request runs unbilled.
 	Fund func(ctx context.Context, need money.Nanos) error
-	// Defer leaves the bill unsettled when the answer ends: Outcome.Settle settles it once the
-	// caller has judged the answer.
+	// Defer leaves the bill of a whole answer unsettled when it ends: the caller must call
+	// Outcome.Settle, once it has judged the answer. (An answer cut short is settled at once.)
 	Defer bool
 
 	prepared    bool
@@ -193,6 +193,7 @@ type Request struct {
 	first      *protocol.Request // the request before any continuation
 	ran        []*fleet.Job      // the jobs sent, in order, for their receipts
 	bill       *ledger.Bill      // once billed
+	kept       bool              // its receipts and bill are handed on (keepReceipts)
 	works      []ledger.Work     // what bill priced
 	claimed    protocol.Usage    // the last node's usage claim
 	span       trace.Span        // of the job now running

@@ -269,10 +269,10 @@ func match(mreq matcher.Request, ix *matcher.Index) (matcher.Candidate, error) {
 // hold reserves the most the request may cost on the node picked, funding the account first
 // when it is short and the request says how (Request.Fund). An unbilled request holds nothing.
 func (c *Core) hold(ctx context.Context, r *Request, req *protocol.Request, offer *fleet.Offer) error {
-	if r.Unbilled {
-		return nil
-	}
 	r.bounds.CompletionTokens = c.cfg.Ledger.CompletionBound(req.MaxTokens, offer.ContextLength)
+	if r.Unbilled {
+		return nil // priced all the same, for the caller's outcome, and settled nowhere
+	}
 	amount := c.maxCost(offer, req, r)
 	// A hold once queued commits whether or not the request is still there: wait for it, and
 	// void it when the request ended meanwhile, so that none is left open.

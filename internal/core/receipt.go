@@ -24,6 +24,7 @@ import (
 // nothing: its jobs earn nothing, and no usage of it is recorded.
 func (c *Core) keepReceipts(ctx context.Context, r *Request, bill *ledger.Bill) {
 	r.ended.Store(true) // a checkpoint still queued says less than this
+	r.kept = true
 	if r.Unbilled {
 		return
 	}

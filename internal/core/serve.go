@@ -50,7 +50,7 @@ func (c *Core) Serve(ctx context.Context, r *Request) (*Outcome, error) {
 	defer release()
 	err := c.serve(ctx, r)
 	out := &Outcome{Usage: r.usage, Bill: r.bill, Claimed: r.claimed, Queued: r.queued}
-	if r.Defer && r.bill != nil && !r.Unbilled {
+	if r.Defer && !r.kept && r.bill != nil && !r.Unbilled {
 		out.settle = func(maxCompletion int) { c.settleDeferred(ctx, r, maxCompletion) }
 	}
 	return out, err

@@ -130,9 +130,10 @@ func TestProbes_TurncoatQuarantined(t *testing.T) {
 			return sim.New(sim.Config{}), nil
 		}
 	})
-	// Buyers' traffic first: the platform's fees pay the probes.
+	// Buyers' traffic first: the platform's fees pay the probes, each held at its most
+	// possible cost (its prompt with a template's slack, and its max_tokens).
 	client := env.Client()
-	for i := range 30 {
+	for i := range 100 {
 		if _, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
 			Model: model, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(fmt.Sprint("fees ", i))},
 		}); err != nil {
