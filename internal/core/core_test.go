@@ -14,6 +14,7 @@ import (
 	"github.com/shareai/shareai/internal/core"
 	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/engine/sim"
+	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/relay"
@@ -246,5 +247,60 @@ func TestServe_EngineWordsNotShown(t *testing.T) {
 	})
 	if rec.Cost != 0 || rec.Outcome != store.OutcomeError || !strings.Contains(rec.Error, "CUDA out of memory") {
 		t.Errorf("usage %+v; want an error that cost nothing, with the node's words for its provider", rec)
+	}
+}
+
+// A pinned request runs on the offer whose slot its caller took, and a deferred one leaves
+// its hold open until the caller settles it: at most the completion it allows, the node
+// flagged for claiming more. Settling again does nothing. (The prober's checks.)
+func TestServe_PinnedDeferred(t *testing.T) {
+	env := testenv.New(t, testenv.Providers(2))
+	ctx := context.Background()
+	key := buyer(t, env)
+	node := env.Agents[1].NodeID()
+	var offer *fleet.Offer
+	for _, o := range env.Coordinator().Fleet.Offers(model) {
+		if o.Node.ID == node {
+			offer = o
+		}
+	}
+	if offer == nil || !offer.Acquire() {
+		t.Fatalf("no slot on node %s's offer", node)
+	}
+	s := &sink{}
+	id := requestid.New()
+	out, err := env.Coordinator().Core.Serve(ctx, &core.Request{ID: id, Key: key, Job: chat(t, "Count to ten.", 3), Offer: offer, Defer: true, Answer: s.open})
+	if err != nil || out.Usage.NodeID != node || out.Usage.Outcome != store.OutcomeOK {
+		t.Fatalf("serve: %v, usage %+v; want an answer from the pinned node %s", err, out.Usage, node)
+	}
+	if out.Claimed.CompletionTokens <= 2 {
+		t.Fatalf("claimed %+v; the test needs an answer of more than 2 tokens", out.Claimed)
+	}
+	time.Sleep(100 * time.Millisecond) // what a settlement queued would need to land
+	if b, _ := env.Store.Balance(ctx, key.AccountID); b.Held == 0 {
+		t.Fatal("the deferred request's hold was settled before its caller settled it")
+	}
+	flagged := func() int {
+		n, err := env.Store.Node(ctx, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n.Overclaims
+	}
+	before := flagged()
+	out.Settle(2)
+	out.Settle(-1) // once only
+	settled(t, env, key.AccountID)
+	var rec *store.Usage
+	env.WaitFor("the usage record", func() bool {
+		rec, err = env.Store.UsageByRequest(ctx, id)
+		return err == nil
+	})
+	if rec.CompletionTokens != 2 {
+		t.Errorf("billed %d completion tokens; want the 2 the caller allowed", rec.CompletionTokens)
+	}
+	env.WaitFor("the node to be flagged", func() bool { return flagged() == before+1 })
+	if sum, err := env.Store.LedgerSum(ctx); err != nil || sum != 0 {
+		t.Errorf("ledger sum %d, %v; want 0", sum, err)
 	}
 }
