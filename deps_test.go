@@ -160,6 +160,8 @@ var rules = []rule{
 			in("internal/gateway"), in("internal/console"), in("internal/verify"), in("internal/coordinator"), in("internal/localnet"),
 			in("internal/testenv"), in("internal/agent")),
 		forbid("the core's records go through store.Store; the drivers are store/sqlstore's", databases[1:]...))},
+	{pkg: "internal/ops", bad: forbid("the operations are the store's transactions, which the console and cmd/shareai call: they take the live fleet as an interface, and know neither caller",
+		in("internal/console"), in("internal/gateway"), in("internal/fleet"), in("internal/core"), in("cmd/..."))},
 	{pkg: "internal/console", bad: forbid("the console's playground runs a chat through the request core, for the signed-in account: never through the buyer API's handler",
 		in("internal/gateway"))},
 }

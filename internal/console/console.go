@@ -52,7 +52,7 @@ type Config struct {
 	// made here may have lower ones, never higher. A zero field: any.
 	KeyLimits store.RateLimits
 	// TierPrices are the service tiers' price multipliers on the nodes' asks
-	// (gateway.Config.TierPrices), for the prices /models shows; zero: tier.DefaultMultipliers.
+	// (core.Config.TierPrices), for the prices /models shows; zero: tier.DefaultMultipliers.
 	TierPrices tier.Multipliers
 	Log        *slog.Logger
 	Now        func() time.Time

@@ -41,7 +41,7 @@ import (
 //
 // New fills in the wiring of each component config, whatever it held: the store, the logger,
 // the metrics, the other components and callbacks (fleet.Config.Authenticate and Selftest,
-// gateway.Config.Reputation, console.Config.API, Reputation and Secure). What the coordinator
+// gateway.Config.Reputation, console.Config.Core, Reputation and Secure). What the coordinator
 // owns for all of them (ReceiptKey, TracerProvider) it hands to the core and the gateway;
 // what one component owns and another reads (the gateway's Limits and the core's TierPrices,
 // which the console shows) is set once, in the owner's config, and wired into the reader's

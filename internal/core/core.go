@@ -244,7 +244,8 @@ func (r *Request) Tier() tier.Tier { return r.tier }
 type Outcome struct {
 	// Usage is the request's usage record: outcome, model, node, tokens billed, timings.
 	Usage *store.Usage
-	// Bill is what the request was billed; nil when no node took it, or unbilled.
+	// Bill is what the request was priced; nil when no node took it. An unbilled request's
+	// is settled nowhere.
 	Bill *ledger.Bill
 	// Claimed is the usage the last node claimed, before the coordinator's checks.
 	Claimed protocol.Usage

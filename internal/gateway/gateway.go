@@ -1,6 +1,8 @@
 // Package gateway serves the buyers' OpenAI-compatible API (/v1/...): it authenticates API
-// keys, validates requests, asks the matcher for a node, holds the request's most possible cost,
-// hands the job to the relay, and bills what was delivered.
+// keys, decodes and validates requests, admits them within their keys' rate limits, and runs
+// them through the request core (internal/core), which matches, holds, relays and bills; it
+// writes the answer's headers and errors. It also serves the market, reporting, provider and
+// receipt endpoints.
 //
 // It must not be imported by the agent.
 package gateway
