@@ -58,13 +58,9 @@ type Error struct {
 	Cause error
 }
 
-// Error is the status, code and message, and the cause after them: what the log shows.
-func (e *Error) Error() string {
-	if e.Cause != nil {
-		return fmt.Sprintf("%d %s: %s (%v)", e.Status, e.Code, e.Message, e.Cause)
-	}
-	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message)
-}
+// Error is the status, code and message: what a buyer may read (a stream's error event quotes
+// it). The cause is not in it: a log shows it apart (errors.Unwrap).
+func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
 
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Cause }

@@ -10,8 +10,10 @@ import (
 	"github.com/shareai/shareai/internal/api"
 	"github.com/shareai/shareai/internal/core"
 	"github.com/shareai/shareai/internal/matcher"
+	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/relay"
 	"github.com/shareai/shareai/internal/requestid"
+	"github.com/shareai/shareai/internal/store"
 )
 
 // The playground runs a prompt through the request core in-process, paid by the signed-in
@@ -112,39 +114,52 @@ func (c *Console) playgroundChat(w http.ResponseWriter, r *http.Request) error {
 	if c.cfg.Core == nil {
 		return &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Message: "The playground is not available here."}
 	}
+	ctx, release := c.cfg.Core.Track(r.Context()) // a shutdown's drain covers the chat from here
+	defer release()
+	out, err := c.chat(w, r.WithContext(ctx))
+	var u *store.Usage
+	if out != nil {
+		u = out.Usage
+	}
+	c.cfg.Metrics.RequestEnded(core.RequestMetrics(protocol.KindChat, u, err)) // counted with the API's
+	return apiError(err)
+}
+
+// chat decodes the playground's form into a streamed chat and serves it, for the account.
+func (c *Console) chat(w http.ResponseWriter, r *http.Request) (*core.Outcome, error) {
 	model, prompt := strings.TrimSpace(r.PostFormValue("model")), r.PostFormValue("prompt")
 	switch {
 	case model == "":
-		return api.BadRequest("model", api.CodeInvalidValue, "Choose a model.")
+		return nil, api.BadRequest("model", api.CodeInvalidValue, "Choose a model.")
 	case strings.TrimSpace(prompt) == "":
-		return api.BadRequest("messages", api.CodeInvalidValue, "Write a prompt.")
+		return nil, api.BadRequest("messages", api.CodeInvalidValue, "Write a prompt.")
 	case len(prompt) > maxPrompt:
-		return api.BadRequest("messages", api.CodeInvalidValue, "The prompt is longer than %d bytes.", maxPrompt)
+		return nil, api.BadRequest("messages", api.CodeInvalidValue, "The prompt is longer than %d bytes.", maxPrompt)
 	}
 	provider, err := playgroundPrefs(r)
 	if err != nil {
-		return apiError(err)
+		return nil, err
 	}
 	body, err := json.Marshal(chatRequest{Model: model, Messages: []chatMessage{{Role: "user", Content: prompt}},
 		Stream: true, StreamOptions: streamOptions{IncludeUsage: true}, Provider: provider})
 	if err != nil {
-		return apiError(err)
+		return nil, err
 	}
 	var chat api.ChatRequest
 	if err := api.Decode(bytes.NewReader(body), &chat); err != nil {
-		return err
+		return nil, err
 	}
 	job, aerr := chat.Job() // an *api.Error: kept apart, lest a nil one become a non-nil error
 	if aerr != nil {
-		return aerr
+		return nil, aerr
 	}
 	req := &core.Request{ID: requestid.From(r.Context()), Account: sessionOf(r).user.AccountID, Job: job, Routing: chat.Routing, Stream: true,
 		Answer: func(b core.Begin) relay.Sink {
 			b.Answer.IncludeUsage = true
 			return relay.NewChatStream(w, b.Answer) // w is the browser's: the answer streams straight to it
 		}}
-	_, err = c.cfg.Core.Serve(r.Context(), req)
-	return apiError(err)
+	defer c.cfg.Metrics.RequestStarted(true)()
+	return c.cfg.Core.Serve(r.Context(), req)
 }
 
 // apiError is err as the playground's script reads it, an OpenAI error: itself when it is one,

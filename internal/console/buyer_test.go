@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -488,6 +489,7 @@ func TestBuyer_Playground(t *testing.T) {
 		t.Fatalf("GET /buyer/playground: %d", status)
 	}
 	keysBefore, _ := env.Store.Keys(ctx, acct, store.KeyBuyer)
+	servedBefore := requestsServed(t, env)
 
 	resp := u.postResp("/buyer/playground/chat", url.Values{"model": {"sim/llama-3.1-8b"}, "prompt": {"Tell me about idle GPUs."},
 		"sort": {"latency"}, "regions": {"eu"}, "max_price_prompt": {"1"}, "max_price_completion": {"2.5"}})
@@ -566,6 +568,9 @@ func TestBuyer_Playground(t *testing.T) {
 	})
 	if rec.Region != "de" || rec.Cost != cost || !rec.Stream {
 		t.Errorf("the chat's usage %+v; want region de (asked eu), cost %s, streamed", rec, cost)
+	}
+	if served := requestsServed(t, env); served != servedBefore+1 {
+		t.Errorf("the coordinator counts %v requests served, %v before the chat; want the chat counted with the API's", served, servedBefore)
 	}
 	if _, page := u.get("/buyer/requests"); !strings.Contains(page, `data-request-id="`+rec.RequestID+`"`) {
 		t.Errorf("the request log lacks the playground's request %s", rec.RequestID)
@@ -753,4 +758,23 @@ func buyerUSD(n money.Nanos) string {
 		b.WriteRune(r)
 	}
 	return "$" + b.String() + "." + frac
+}
+
+// requestsServed is the coordinator's count of chat requests served whole
+// (shareai_requests_total{endpoint="chat",outcome="ok"}), summed over models.
+func requestsServed(t *testing.T, env *testenv.Env) float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	env.Coordinator().MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	n := 0.0
+	for line := range strings.SplitSeq(rec.Body.String(), "\n") {
+		if strings.HasPrefix(line, "shareai_requests_total{") && strings.Contains(line, `endpoint="chat"`) && strings.Contains(line, `outcome="ok"`) {
+			f, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			if err != nil {
+				t.Fatalf("metrics line %q: %v", line, err)
+			}
+			n += f
+		}
+	}
+	return n
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/shareai/shareai/internal/core"
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/ledger"
+	"github.com/shareai/shareai/internal/metrics"
 	"github.com/shareai/shareai/internal/reputation"
 	"github.com/shareai/shareai/internal/store"
 	"github.com/shareai/shareai/internal/tier"
@@ -43,6 +44,8 @@ type Config struct {
 	// Core runs the playground's chats, paid by the signed-in account: no key is made for
 	// them, and none reaches the browser. Nil: no playground.
 	Core *core.Core
+	// Metrics counts the playground's chats with the API's requests; nil: counted nowhere.
+	Metrics *metrics.Coordinator
 	// Secure marks the cookies Secure: set it when the coordinator serves HTTPS.
 	Secure bool
 	// Reputation explains a node's score, factor by factor (the coordinator's prober); nil:
@@ -78,6 +81,9 @@ func New(cfg Config) (*Console, error) {
 	}
 	if cfg.TierPrices == (tier.Multipliers{}) {
 		cfg.TierPrices = tier.DefaultMultipliers
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.NewCoordinator(nil)
 	}
 	cat, err := LoadCatalog()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/shareai/shareai/internal/api"
@@ -79,7 +80,10 @@ func userErrorOf(err error) *Error {
 func (c *Console) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if ae, ok := errors.AsType[*api.Error](err); ok {
 		if ae.Status >= http.StatusInternalServerError {
-			c.log.WarnContext(r.Context(), "console: API request failed", "path", r.URL.Path, "status", ae.Status, "err", err)
+			c.log.WarnContext(r.Context(), "console: API request failed", "path", r.URL.Path, "err", err, "cause", ae.Cause)
+		}
+		if (ae.Status == http.StatusServiceUnavailable || ae.Status == http.StatusTooManyRequests) && ae.RetryAfter >= 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(max(ae.RetryAfter, 1))) // as the API's writeError
 		}
 		ae.Write(w)
 		return

@@ -191,7 +191,7 @@ func New(cfg Config) *Coordinator {
 	c.handler = requestid.Handler(mux)
 	cc := cfg.Console
 	cc.Store, cc.Fleet, cc.Ledger, cc.Log = cfg.Store, c.Fleet, c.Ledger, cfg.Log
-	cc.Core, cc.Secure, cc.Reputation = c.Core, cfg.TLS != nil, c.Prober.Explain
+	cc.Core, cc.Metrics, cc.Secure, cc.Reputation = c.Core, c.Metrics, cfg.TLS != nil, c.Prober.Explain
 	cc.KeyLimits, cc.TierPrices = gc.Limits, c.Core.TierPrices() // the gateway's and the core's, which the console shows
 	web, err := console.New(cc)
 	if err != nil {

@@ -76,6 +76,7 @@ type Core struct {
 	notary   *notary
 	queue    *queue.Queue[*fleet.Offer, *matcher.Candidate]
 	bronze   bronzeJobs // what gold may preempt
+	said     said       // when nodes' error words were last recorded
 	meter    *meter.Meter
 	tracer   trace.Tracer
 	tracing  bool // whether tracer records
@@ -168,9 +169,14 @@ type Request struct {
 	// (the platform's probes, paid from its fees); the hold is then tried again. When it
 	// returns ErrUnfunded, the request runs unbilled.
 	Fund func(ctx context.Context, need money.Nanos) error
-	// Defer leaves the bill of a whole answer unsettled when it ends: the caller must call
-	// Outcome.Settle, once it has judged the answer. (An answer cut short is settled at once.)
+	// Defer leaves the bill unsettled when the answer ends: the caller must call
+	// Outcome.Settle, once it has judged the answer. (An answer that failed mid-way with no
+	// node to continue it, or aborted at shutdown, is settled at once.)
 	Defer bool
+	// StallTimeout, when set, is the most the node may stay silent before its first token,
+	// and the ceiling after it, instead of the core's (a check that asks a cold model for
+	// thousands of tokens).
+	StallTimeout time.Duration
 
 	prepared    bool
 	usage       *store.Usage
@@ -291,6 +297,13 @@ func (c *Core) Wait(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// Track returns ctx as Abort cancels it, and counts a request in flight (Wait) until release
+// is called: a caller calls it when the request arrives, so that a shutdown's drain covers
+// its authentication and decoding too, before Serve (which tracks the request itself too).
+func (c *Core) Track(ctx context.Context) (_ context.Context, release func()) {
+	return c.abortable(ctx)
 }
 
 // abortable returns ctx as Abort cancels it, and counts the request in flight until release

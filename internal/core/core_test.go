@@ -220,8 +220,9 @@ func (failing) Run(context.Context, *protocol.Request, engine.Output) (engine.Re
 	return engine.Result{}, errors.New("CUDA out of memory at /home/owner/secret/model.gguf")
 }
 
-// A node's engine's own error text reaches the log and the usage record, for its provider,
-// never the buyer's error; errors.Is still finds what the node reported.
+// A node's engine's own error text is recorded for its provider, as an event of the node,
+// and is never in what the buyer reads: neither the error nor the usage record (which the
+// console's request page shows). errors.As still finds what the node reported.
 func TestServe_EngineWordsNotShown(t *testing.T) {
 	env := testenv.New(t, func(c *testenv.Config) {
 		c.NewEngine = func(int) (engine.Engine, error) { return failing{sim.New(sim.Config{})}, nil }
@@ -245,8 +246,13 @@ func TestServe_EngineWordsNotShown(t *testing.T) {
 		rec, err = env.Store.UsageByRequest(ctx, id)
 		return err == nil
 	})
-	if rec.Cost != 0 || rec.Outcome != store.OutcomeError || !strings.Contains(rec.Error, "CUDA out of memory") {
-		t.Errorf("usage %+v; want an error that cost nothing, with the node's words for its provider", rec)
+	if rec.Cost != 0 || rec.Outcome != store.OutcomeError || strings.Contains(rec.Error, "CUDA") || !strings.Contains(rec.Error, "failed before answering") {
+		t.Errorf("usage %+v; want an error that cost nothing, saying the node failed without its words", rec)
+	}
+	events, err := env.Store.NodeEvents(ctx, env.Agents[0].NodeID(), 10)
+	if err != nil || len(events) != 1 || events[0].Kind != store.EventEngineError || !strings.Contains(events[0].Detail, "CUDA out of memory") ||
+		!strings.Contains(events[0].Detail, id) {
+		t.Errorf("node events %+v, %v; want one engine_error with the node's words and the request", events, err)
 	}
 }
 

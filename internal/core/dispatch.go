@@ -115,9 +115,9 @@ func (c *Core) dispatch(ctx context.Context, r *Request, req *protocol.Request) 
 		sent := req
 		if req.Model != model {
 			// A fallback model: a new request, since a job already sent may still hold req.
-			r := *req
-			r.Model = model
-			sent = &r
+			fallback := *req
+			fallback.Model = model
+			sent = &fallback
 		}
 		jctx, jspan := c.startJob(ctx, offer, sent, r)
 		job, err := c.cfg.Fleet.Dispatch(jctx, offer, sent)
@@ -356,7 +356,7 @@ func (c *Core) voidHold(ctx context.Context, r *Request, why string) {
 	u := &store.Usage{RequestID: r.ID, AccountID: r.Account, KeyID: r.usage.KeyID, Model: r.Job.Model, Endpoint: r.Job.Kind,
 		Outcome: store.OutcomeError, Error: why, CreatedAt: r.Start}
 	if r.failure != nil {
-		u.Error += " (" + detail(r.failure) + ")" // with the nodes' own words, for their providers
+		u.Error += " (" + r.failure.Error() + ")" // as the buyer is told it: the nodes' own words are their events
 	}
 	if err := c.cfg.Ledger.Void(context.WithoutCancel(ctx), r.ID, u); err != nil {
 		c.log.Error("void hold", logRequestID, r.ID, "err", err)

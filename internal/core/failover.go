@@ -5,7 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"sync"
+	"time"
 
 	"github.com/shareai/shareai/internal/api"
 	"github.com/shareai/shareai/internal/fleet"
@@ -56,7 +57,7 @@ func (c *Core) fail(ctx context.Context, r *Request, sink relay.Sink, err error)
 	if werr := sink.Fail(err); werr == nil {
 		sink.Flush()
 	}
-	u.Outcome, u.Error, u.Duration, u.QueueTime = store.OutcomeError, detail(err), c.cfg.Now().Sub(r.Start), r.queued
+	u.Outcome, u.Error, u.Duration, u.QueueTime = store.OutcomeError, err.Error(), c.cfg.Now().Sub(r.Start), r.queued
 	parts := r.parts
 	if !u.Stream {
 		parts = nil
@@ -123,12 +124,48 @@ func shown(err error) string {
 	return err.Error()
 }
 
-// detail is err for the log and the usage record, which the provider reads: with the node's
-// own words, which the buyer is not shown.
-func detail(err error) string {
-	s := err.Error()
-	if pe, ok := errors.AsType[*protocol.Error](err); ok && !strings.Contains(s, pe.Message) {
-		s += " (the node said: " + pe.Message + ")"
+// nodeSaidEvery is how often a node's own error words are recorded for its provider, at most.
+const nodeSaidEvery = time.Minute
+
+// nodeSaid records the words of a node's error (its engine's, as it reported them) where its
+// provider reads them: an event of the node (store.EventEngineError, GET
+// /v1/provider/nodes/{id}), at most one a minute a node, and the log. The buyer is told only
+// what shown says.
+func (c *Core) nodeSaid(ctx context.Context, r *Request, n *fleet.Node, err error) {
+	pe, ok := errors.AsType[*protocol.Error](err)
+	if !ok || pe.Message == "" {
+		return
 	}
-	return s
+	c.log.Warn("node reported an error", logRequestID, r.ID, logNode, n.ID, "status", pe.Status, "said", pe.Message)
+	now := c.cfg.Now()
+	c.said.mu.Lock()
+	if c.said.m == nil || len(c.said.m) > 100_000 {
+		c.said.m = make(map[string]time.Time)
+	}
+	last, seen := c.said.m[n.ID]
+	if seen && now.Sub(last) < nodeSaidEvery {
+		c.said.mu.Unlock()
+		return
+	}
+	c.said.m[n.ID] = now
+	c.said.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	e := &store.NodeEvent{NodeID: n.ID, At: now, Kind: store.EventEngineError,
+		Detail: fmt.Sprintf("request %s, on %s: %s", r.ID, r.Job.Model, protocol.Clip(pe.Message, maxSaid))}
+	if pe.Status > 0 {
+		e.Detail = fmt.Sprintf("request %s, on %s: status %d: %s", r.ID, r.Job.Model, pe.Status, protocol.Clip(pe.Message, maxSaid))
+	}
+	if err := c.cfg.Store.AddNodeEvent(ctx, e); err != nil {
+		c.log.Warn("record a node's error", logNode, n.ID, "err", err)
+	}
+}
+
+// maxSaid bounds the bytes of a node's words an event keeps.
+const maxSaid = 512
+
+// said is when each node's words were last recorded (nodeSaid).
+type said struct {
+	mu sync.Mutex
+	m  map[string]time.Time
 }

@@ -111,7 +111,8 @@ func (c *Core) serve(ctx context.Context, r *Request) error {
 			c.log.Info("bronze answer preempted; it continues once a slot frees", logRequestID, r.ID, logNode, node.ID, "delivered", st.Delivered)
 			continue
 		case res.Outcome == relay.Refused && nodeFailed(res.Err):
-			job.Offer.Observe(false, 0, 0) // it counts against the node
+			c.nodeSaid(ctx, r, node, res.Err)
+			r.observe(job, false, 0, 0) // it counts against the node
 			if node.Gone() {
 				// Its connection dropped: once back, it is as good as any node.
 				delete(r.avoid, node.ID)
@@ -124,7 +125,8 @@ func (c *Core) serve(ctx context.Context, r *Request) error {
 				continue
 			}
 		case res.Outcome == relay.Failed:
-			job.Offer.Observe(false, 0, 0)
+			c.nodeSaid(ctx, r, node, res.Err)
+			r.observe(job, false, 0, 0)
 			r.parts = append(r.parts, c.cutShort(r, st, job, res))
 			if res.Delivered > 0 {
 				r.fruitless = 0 // the answer grew: a node that fails now starts a new count
@@ -240,6 +242,15 @@ func (r *Request) canRetry() bool {
 	return r.fruitless < maxFruitless && r.jobs < maxJobs && (r.Offer == nil || r.jobs == 0)
 }
 
+// observe records how a job went in its offer's measurements (reliability, time to first
+// token, output rate), which rank nodes and buyers see: for buyers' requests, not for checks
+// pinned to a node, whose prompts and timing are the prober's.
+func (r *Request) observe(job *fleet.Job, ok bool, ttft time.Duration, tps float64) {
+	if r.Offer == nil {
+		job.Offer.Observe(ok, ttft, tps)
+	}
+}
+
 // price prices the work of the request's nodes, and keeps what it priced.
 func (c *Core) price(r *Request, works []ledger.Work) *ledger.Bill {
 	r.works = works
@@ -284,9 +295,9 @@ func (c *Core) work(r *Request, st *relay.State, job *fleet.Job, used protocol.U
 	pv := c.checkPrompt(r, model, w.PromptTokens, extra)
 	w.PromptTokens = pv.Billed
 	w.Overclaimed = complete && (v.Inflated || pv.Inflated)
-	if complete && !v.Inflated && !pv.Inflated && trusted(n.Level()) && aside == "" {
-		// An honest answer of a verified node teaches the meter the model's ratio, where its
-		// family's tokenizer is unknown.
+	if complete && !v.Inflated && !pv.Inflated && trusted(n.Level()) && aside == "" && r.Offer == nil {
+		// An honest answer of a verified node to a buyer teaches the meter the model's ratio,
+		// where its family's tokenizer is unknown (a check's prompts are not buyers').
 		c.meter.Learn(model, n.AccountID, claim, text)
 	}
 	return w
@@ -325,7 +336,7 @@ func (c *Core) relay(ctx context.Context, r *Request, job *fleet.Job, st *relay.
 		return protocol.Usage{PromptTokens: bill.PromptTokens, CompletionTokens: bill.CompletionTokens}, bill.Cost()
 	}
 	res := relay.Run(ctx, job, sink, st, relay.Options{Bill: price, Progress: func(_, pieces int) { c.checkpoint(r, st, job, pieces) },
-		StallCeiling: c.cfg.StallTimeout})
+		StallCeiling: cmp.Or(r.StallTimeout, c.cfg.StallTimeout)})
 	return res, bill
 }
 
@@ -372,9 +383,9 @@ func (c *Core) finish(ctx context.Context, r *Request, job *fleet.Job, st *relay
 	case relay.Cancelled:
 		u.Outcome, u.Error = store.OutcomeCancelled, "buyer disconnected"
 	case relay.Failed:
-		u.Outcome, u.Error = store.OutcomeError, res.Err.Error()
+		u.Outcome, u.Error = store.OutcomeError, shown(res.Err)
 	case relay.Refused:
-		u.Outcome, u.Error = store.OutcomeError, res.Err.Error()
+		u.Outcome, u.Error = store.OutcomeError, shown(res.Err)
 		reqErr = refusal(job, res.Err)
 		if ae, ok := errors.AsType[*api.Error](reqErr); ok && ae.Status == http.StatusBadRequest {
 			u.Outcome = store.OutcomeRejected
@@ -404,9 +415,12 @@ func (c *Core) finish(ctx context.Context, r *Request, job *fleet.Job, st *relay
 		if gen := u.Duration - r.queued - st.TTFT; gen > 0 && bill.CompletionTokens > 1 {
 			tps = float64(bill.CompletionTokens-1) / gen.Seconds()
 		}
-		job.Offer.Observe(true, st.TTFT, tps)
+		r.observe(job, true, st.TTFT, tps)
 	} else if res.Outcome == relay.OK {
-		job.Offer.Observe(true, 0, 0)
+		r.observe(job, true, 0, 0)
+	}
+	if res.Outcome == relay.Refused && !nodeFailed(res.Err) {
+		c.nodeSaid(ctx, r, job.Offer.Node, res.Err) // the engine's words on a request it refused
 	}
 	if !r.Defer {
 		c.keepReceipts(ctx, r, bill) // then settles

@@ -67,8 +67,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, job *pr
 		return err
 	}
 	defer g.cfg.Metrics.RequestStarted(stream)()
-	out, err := g.core.Serve(r.Context(), req)
+	var out *core.Outcome
+	defer func() { admitted.done(out.Billed()) }() // out is nil if Serve panicked: nothing billed
+	out, err = g.core.Serve(r.Context(), req)
 	c.usage = out.Usage
-	admitted.done(out.Billed())
 	return err
 }

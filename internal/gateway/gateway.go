@@ -173,7 +173,7 @@ func (g *Gateway) writeError(w http.ResponseWriter, c *call, err error) {
 		ae = &api.Error{Status: http.StatusInternalServerError, Type: api.TypeServer,
 			Message: "The server had an error while processing your request. Request id: " + c.id + "."}
 	case ae.Cause != nil && ae.Status >= 500:
-		g.log.Warn("request failed", logRequestID, c.id, "status", ae.Status, "err", err) // the cause the buyer is not shown
+		g.log.Warn("request failed", logRequestID, c.id, "err", err, "cause", ae.Cause) // the cause the buyer is not shown
 	}
 	if (ae.Status == http.StatusServiceUnavailable || ae.Status == http.StatusTooManyRequests) && ae.RetryAfter >= 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(max(ae.RetryAfter, 1)))

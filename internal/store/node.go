@@ -37,6 +37,9 @@ type TelemetrySample struct {
 // Kinds of node event.
 const (
 	EventHardwareChanged = "hardware_changed" // the hardware fingerprint changed
+	// EventEngineError: a job failed with the node's own error words (its engine's), which
+	// its provider reads here and buyers never see.
+	EventEngineError = "engine_error"
 )
 
 // NodeEvent is something that happened to a node, kept for its provider and the operator.

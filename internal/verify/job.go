@@ -47,13 +47,15 @@ func (a *reply) settle(maxCompletion int) {
 // yet) is billed to no one. It may take CheckTimeout for each 1024 tokens of max_tokens begun
 // (a reasoning model's check asks for thousands).
 func (p *Prober) run(ctx context.Context, o *fleet.Offer, req *protocol.Request, paid bool) (*reply, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.CheckTimeout*time.Duration(1+max(req.MaxTokens-1, 0)/1024))
+	timeout := p.cfg.CheckTimeout * time.Duration(1+max(req.MaxTokens-1, 0)/1024)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var id [10]byte
 	rand.Read(id[:])
 	got := &collector{}
 	r := &core.Request{ID: fmt.Sprintf("probe_%x", id), Job: req, Offer: o, Unbilled: !paid, Defer: true,
-		Answer: func(core.Begin) relay.Sink { return got }}
+		StallTimeout: timeout, // a check waits for its node as long as it may take, not as a buyer does
+		Answer:       func(core.Begin) relay.Sink { return got }}
 	if paid {
 		key, err := p.platformKey(ctx)
 		if err != nil {
