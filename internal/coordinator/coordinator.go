@@ -21,6 +21,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/shareai/shareai/internal/bus"
 	"github.com/shareai/shareai/internal/console"
 	"github.com/shareai/shareai/internal/core"
 	"github.com/shareai/shareai/internal/fleet"
@@ -65,6 +66,11 @@ type Config struct {
 	// Metrics is the registry the coordinator's metrics are registered on, served by
 	// Coordinator.MetricsHandler; nil: a registry of its own.
 	Metrics *metrics.Registry
+	// Replica names this coordinator among the replicas of its network (their holds, their
+	// nodes); "": a name made at start (rep_…), which a restart changes.
+	Replica string
+	// Bus connects the replica to its peers over NATS; nil: a network of one coordinator.
+	Bus *bus.Bus
 
 	// Fleet holds the nodes' settings: heartbeats, how often they are recorded, whether new
 	// nodes are trusted without checks, the nodes per account.
