@@ -250,7 +250,7 @@ func (c *Coordinator) MetricsHandler() http.Handler { return c.cfg.Metrics.Handl
 // nodeSamples is the fleet as the nodes gauge counts it; nodes connected for a selftest only
 // are not counted.
 func (c *Coordinator) nodeSamples() []metrics.NodeSample {
-	nodes := c.Fleet.Nodes()
+	nodes := c.Fleet.Local() // each replica counts the nodes it holds: summed over replicas, each once
 	out := make([]metrics.NodeSample, 0, len(nodes))
 	for _, n := range nodes {
 		if n.Selftest {

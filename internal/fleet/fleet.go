@@ -73,6 +73,7 @@ type Fleet struct {
 	tests    map[*session]bool // selftests running: in no map of nodes, closed by Close too
 	changed  chan struct{}     // closed and replaced whenever the node set changes
 	handoff  atomic.Pointer[func(*Offer) bool]
+	peers    Peers // reaches remote nodes (remote.go); nil: none
 }
 
 // New returns an empty fleet.
@@ -281,6 +282,9 @@ func (f *Fleet) Running() int {
 	defer f.mu.RUnlock()
 	n := 0
 	for _, node := range f.nodes {
+		if node.remote != nil {
+			continue // counted by its owner
+		}
 		for _, o := range node.Offers {
 			n += o.Running()
 		}
@@ -354,7 +358,9 @@ func (f *Fleet) Close() {
 	f.closed = true
 	nodes := make([]*Node, 0, len(f.nodes))
 	for _, n := range f.nodes {
-		nodes = append(nodes, n)
+		if n.remote == nil {
+			nodes = append(nodes, n)
+		}
 	}
 	for s := range f.tests {
 		nodes = append(nodes, s.node)
@@ -406,7 +412,7 @@ func (f *Fleet) flushAll(ctx context.Context) error {
 		all      []taken
 		now      = f.cfg.Now()
 	)
-	for _, n := range f.Nodes() {
+	for _, n := range f.Local() {
 		s := n.sess
 		s.mu.Lock()
 		rec, d, t := s.act.take(now, false)
@@ -462,6 +468,7 @@ type Node struct {
 	Selftest bool
 
 	sess     *session
+	remote   *remote      // of a node another replica holds (remote.go); nil for this one's
 	reserved bool         // it holds a place among its account's nodes, not in the fleet yet (Fleet.mu)
 	rtt      atomic.Int64 // nanoseconds, moving average
 	state    atomic.Pointer[nodeState]
@@ -472,6 +479,14 @@ type Node struct {
 // Gone reports whether the node's session has ended, though the node may still be listed for
 // a moment: its slots are taken by none.
 func (n *Node) Gone() bool {
+	if n.remote != nil {
+		select {
+		case <-n.remote.gone:
+			return true
+		default:
+			return false
+		}
+	}
 	if n.sess == nil {
 		return false
 	}
@@ -629,6 +644,9 @@ func (o *Offer) AcquireFor(t tier.Tier) bool {
 	if o.Node != nil && (o.Node.Paused() != "" || o.Node.Gone()) {
 		return false
 	}
+	if o.Node != nil && o.Node.remote != nil {
+		return o.acquireRemote(t)
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.running >= o.Slots(t) {
@@ -648,7 +666,12 @@ func Slots(o *protocol.Offer, t tier.Tier) int {
 }
 
 // Release frees a slot taken with Acquire that no job used.
-func (o *Offer) Release() { o.release() }
+func (o *Offer) Release() {
+	if o.Node != nil && o.Node.remote != nil && o.Node.remote.peers != nil {
+		o.Node.remote.peers.Release(o) // the owner's slot
+	}
+	o.release()
+}
 
 // release frees a slot, unless the fleet's Handoff gives it to a request waiting for one.
 func (o *Offer) release() {

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -23,9 +24,11 @@ type Job struct {
 	ID    string
 	Offer *Offer
 
-	sess  *session
-	model string    // as the job asked the node for it
-	sent  time.Time // when the job was dispatched
+	sess  *session          // the node's session: nil for a remote job
+	peers Peers             // reaches the owner of a remote job's node
+	key   ed25519.PublicKey // a remote job's node's key, as its owner published it
+	model string            // as the job asked the node for it
+	sent  time.Time         // when the job was dispatched
 	// preempted says the coordinator cancelled the job to give its slot to a gold request.
 	preempted atomic.Bool
 	// ready is signalled when a frame is put in the inbox: the reader waits on it.
@@ -53,6 +56,9 @@ type Job struct {
 // is released when the job ends, on whatever path. The job frame carries the trace context of
 // ctx's span, if any: the agent's span of the job becomes its child.
 func (f *Fleet) Dispatch(ctx context.Context, o *Offer, req *protocol.Request) (*Job, error) {
+	if o.Node.remote != nil {
+		return f.dispatchRemote(ctx, o, req)
+	}
 	s := o.Node.sess
 	var b [12]byte
 	rand.Read(b[:])
@@ -143,9 +149,11 @@ func (j *Job) take() (protocol.Frame, bool) {
 // deliver passes a delta to the job's reader without ever blocking the session.
 func (j *Job) deliver(fr protocol.Frame) error {
 	if !j.put(fr, maxDeltas) {
-		j.sess.mu.Lock()
-		delete(j.sess.jobs, j.ID)
-		j.sess.mu.Unlock()
+		if j.sess != nil {
+			j.sess.mu.Lock()
+			delete(j.sess.jobs, j.ID)
+			j.sess.mu.Unlock()
+		}
 		j.Cancel()
 		j.finish(protocol.Frame{Type: protocol.TypeEnd, Job: j.ID, End: &protocol.End{
 			Error: &protocol.Error{Message: fmt.Sprintf("node %s: %v", j.Offer.Node.ID, ErrOverflow)},
@@ -162,7 +170,7 @@ func (j *Job) sawEnd(e *protocol.End, now time.Time) {
 		return // an agent older than receipts
 	}
 	saw := receipt.Expected{
-		JobID: j.ID, NodeID: j.Offer.Node.ID, NodeKey: j.sess.nodeKey, Model: j.model,
+		JobID: j.ID, NodeID: j.Offer.Node.ID, NodeKey: j.nodeKey(), Model: j.model,
 		Usage: e.Usage, Estimated: e.Estimated, FinishReason: e.FinishReason,
 		OutputSHA256: j.output.Sum(), OutputBytes: j.output.Len(),
 		Sent: j.sent, Ended: now,
@@ -235,7 +243,11 @@ func (j *Job) took(fr protocol.Frame) {
 		grant, j.unacked = j.unacked, 0
 	}
 	j.mu.Unlock()
-	if grant > 0 {
+	switch {
+	case grant == 0:
+	case j.sess == nil:
+		j.peers.Control(j, Credit, grant)
+	default:
 		j.sess.send(protocol.Frame{Type: protocol.TypeCredit, Job: j.ID, Credit: grant})
 	}
 }
@@ -254,6 +266,10 @@ func (j *Job) Preempt() bool {
 	j.mu.Unlock()
 	if ended || !j.preempted.CompareAndSwap(false, true) {
 		return false
+	}
+	if j.sess == nil {
+		j.peers.Control(j, Preempt, 0) // its owner preempts it, and ends it after the grace
+		return true
 	}
 	j.sess.send(protocol.Frame{Type: protocol.TypeCancel, Job: j.ID})
 	time.AfterFunc(PreemptGrace, func() {
@@ -286,7 +302,19 @@ func (j *Job) Cancel() {
 	j.mu.Lock()
 	ended := j.ended
 	j.mu.Unlock()
-	if !ended {
+	switch {
+	case ended:
+	case j.sess == nil:
+		j.peers.Control(j, Cancel, 0)
+	default:
 		j.sess.send(protocol.Frame{Type: protocol.TypeCancel, Job: j.ID})
 	}
+}
+
+// nodeKey is the key the job's node registered with.
+func (j *Job) nodeKey() ed25519.PublicKey {
+	if j.sess == nil {
+		return j.key
+	}
+	return j.sess.nodeKey
 }

@@ -25,7 +25,7 @@ const (
 // scores in one transaction.
 func (p *Prober) rescore(ctx context.Context) error {
 	scores := map[string]float64{}
-	for _, n := range p.cfg.Fleet.Nodes() {
+	for _, n := range p.cfg.Fleet.Local() { // its owner scores a remote node, and publishes the score
 		s, err := p.applyScore(ctx, n)
 		if err != nil {
 			return err

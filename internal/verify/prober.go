@@ -186,7 +186,7 @@ func (p *Prober) makePlatformKey(ctx context.Context) (*store.Key, error) {
 // (all of them on a new node: every model proves itself again), probes for the others.
 func (p *Prober) startChecks(ctx context.Context) {
 	now := p.cfg.Now()
-	for _, n := range p.cfg.Fleet.Nodes() {
+	for _, n := range p.cfg.Fleet.Local() {
 		if n.Level() == store.LevelSuspended || n.Paused() != "" {
 			continue
 		}
