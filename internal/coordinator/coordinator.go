@@ -28,6 +28,7 @@ import (
 	"github.com/shareai/shareai/internal/gateway"
 	"github.com/shareai/shareai/internal/keyfile"
 	"github.com/shareai/shareai/internal/ledger"
+	"github.com/shareai/shareai/internal/mesh"
 	"github.com/shareai/shareai/internal/metrics"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/reputation"
@@ -71,6 +72,9 @@ type Config struct {
 	Replica string
 	// Bus connects the replica to its peers over NATS; nil: a network of one coordinator.
 	Bus *bus.Bus
+	// BusReplicas is how many copies the NATS cluster keeps of the shared buckets: 1 on one
+	// server (the default), 3 on a cluster of three or more.
+	BusReplicas int
 
 	// Fleet holds the nodes' settings: heartbeats, how often they are recorded, whether new
 	// nodes are trusted without checks, the nodes per account.
@@ -126,6 +130,7 @@ type Coordinator struct {
 	Fleet   *fleet.Fleet
 	Ledger  *ledger.Ledger
 	Core    *core.Core
+	Mesh    *mesh.Mesh // the fleet shared with the other replicas; nil without a bus
 	Gateway *gateway.Gateway
 	Prober  *verify.Prober
 	Metrics *metrics.Coordinator
@@ -163,6 +168,13 @@ func New(cfg Config) *Coordinator {
 		return c.Prober.Selftest(ctx, n) // the prober is made below, before any node connects
 	}
 	c.Fleet = fleet.New(fc)
+	if cfg.Bus != nil {
+		if cfg.Replica == "" {
+			cfg.Replica = store.NewID("rep") // a fresh name: a restart is a new replica
+			c.cfg.Replica = cfg.Replica
+		}
+		c.Mesh = mesh.New(mesh.Config{Bus: cfg.Bus, Fleet: c.Fleet, Replica: cfg.Replica, Replicas: cfg.BusReplicas, Log: cfg.Log})
+	}
 
 	lc := cfg.Ledger
 	lc.Store, lc.Metrics, lc.Log = cfg.Store, c.Metrics, cfg.Log
@@ -323,6 +335,13 @@ func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
 	defer stopBg()
 	go c.Fleet.Run(bg)
 	go c.Ledger.Run(bg, time.Minute)
+	if c.Mesh != nil {
+		go func() {
+			if err := c.Mesh.Run(bg); err != nil {
+				c.log.Error("mesh stopped: this replica neither shares its nodes nor sees the others'", "err", err)
+			}
+		}()
+	}
 	pctx, stopProber := context.WithCancel(bg)
 	defer stopProber()
 	proberDone := make(chan struct{})

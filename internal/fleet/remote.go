@@ -252,3 +252,14 @@ func (j *Job) Fail(err error) {
 	j.finish(protocol.Frame{Type: protocol.TypeEnd, Job: j.ID, End: &protocol.End{
 		Error: &protocol.Error{Message: fmt.Sprintf("node %s: %v", j.Offer.Node.ID, err)}}})
 }
+
+// Key is the public key the node registered with.
+func (n *Node) Key() ed25519.PublicKey {
+	switch {
+	case n.remote != nil:
+		return n.remote.key
+	case n.sess != nil:
+		return n.sess.nodeKey
+	}
+	return nil
+}
