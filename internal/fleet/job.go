@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,11 +60,36 @@ func (f *Fleet) Dispatch(ctx context.Context, o *Offer, req *protocol.Request) (
 	if o.Node.remote != nil {
 		return f.dispatchRemote(ctx, o, req)
 	}
-	s := o.Node.sess
+	return f.DispatchAs(ctx, o, req, newJobID())
+}
+
+// newJobID makes a job's id.
+func newJobID() string {
 	var b [12]byte
 	rand.Read(b[:])
+	return "job_" + nodeIDEncoding.EncodeToString(b[:])
+}
+
+// ValidJobID says whether id is a job id as newJobID makes them.
+func ValidJobID(id string) bool {
+	rest, ok := strings.CutPrefix(id, "job_")
+	if !ok || len(rest) != nodeIDEncoding.EncodedLen(12) {
+		return false
+	}
+	_, err := nodeIDEncoding.DecodeString(rest)
+	return err == nil
+}
+
+// DispatchAs is Dispatch of a job of a local offer under an id of its caller's: another
+// replica's job, which the node's receipt names as that replica knows it.
+func (f *Fleet) DispatchAs(ctx context.Context, o *Offer, req *protocol.Request, id string) (*Job, error) {
+	s := o.Node.sess
+	if s == nil {
+		o.release()
+		return nil, fmt.Errorf("node %s: %w", o.Node.ID, errNodeGone)
+	}
 	j := &Job{
-		ID:    "job_" + nodeIDEncoding.EncodeToString(b[:]),
+		ID:    id,
 		Offer: o,
 		sess:  s,
 		ready: make(chan struct{}, 1),

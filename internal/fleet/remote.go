@@ -3,7 +3,6 @@ package fleet
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"fmt"
 	"slices"
 	"time"
@@ -214,9 +213,7 @@ func (o *Offer) acquireRemote(t tier.Tier) bool {
 // dispatchRemote sends a job to a remote offer's owner.
 func (f *Fleet) dispatchRemote(ctx context.Context, o *Offer, req *protocol.Request) (*Job, error) {
 	p := o.Node.remote.peers
-	var b [12]byte
-	rand.Read(b[:])
-	j := &Job{ID: "job_" + nodeIDEncoding.EncodeToString(b[:]), Offer: o, peers: p,
+	j := &Job{ID: newJobID(), Offer: o, peers: p,
 		ready: make(chan struct{}, 1), model: req.Model, sent: f.cfg.Now(), key: o.Node.remote.key}
 	if p == nil {
 		o.release()

@@ -41,7 +41,7 @@ func (m *Mesh) Dispatch(ctx context.Context, j *fleet.Job, req *protocol.Request
 	m.mu.Lock()
 	m.asked[j.ID] = a
 	m.mu.Unlock()
-	b, _ := json.Marshal(jobRequest{Token: tok, Job: j.ID, Inbox: inbox, Request: req, Trace: tracing.Inject(ctx)})
+	b, _ := json.Marshal(jobRequest{Token: tok, From: m.cfg.Replica, Job: j.ID, Inbox: inbox, Request: req, Trace: tracing.Inject(ctx)})
 	msg, err := m.nc.Request(m.subject(owner, "job"), b, requestWait)
 	var r jobReply
 	switch {

@@ -228,7 +228,8 @@ type (
 	}
 	jobRequest struct {
 		Token   string            `json:"token"`
-		Job     string            `json:"job"`   // the asking replica's id of the job
+		From    string            `json:"from"`  // the asking replica
+		Job     string            `json:"job"`   // the job's id, as the asking replica knows it
 		Inbox   string            `json:"inbox"` // where its frames go
 		Request *protocol.Request `json:"request"`
 		Trace   map[string]string `json:"trace,omitempty"`

@@ -97,7 +97,8 @@ func (m *Mesh) onJob(msg *nats.Msg) {
 		b, _ := json.Marshal(jobReply{Error: why})
 		msg.Respond(b)
 	}
-	if err := json.Unmarshal(msg.Data, &r); err != nil || r.Request == nil || r.Inbox == "" || r.Job == "" {
+	if err := json.Unmarshal(msg.Data, &r); err != nil || r.Request == nil || !fleet.ValidJobID(r.Job) ||
+		r.Inbox != m.subject(r.From, "frames."+r.Job) {
 		fail("bad job request")
 		return
 	}
@@ -107,7 +108,7 @@ func (m *Mesh) onJob(msg *nats.Msg) {
 		return
 	}
 	ctx, cancel := context.WithCancel(tracing.Extract(context.Background(), r.Trace))
-	job, err := m.cfg.Fleet.Dispatch(ctx, o, r.Request)
+	job, err := m.cfg.Fleet.DispatchAs(ctx, o, r.Request, r.Job) // the node's receipt names the job as the asking replica knows it
 	if err != nil {
 		cancel()
 		fail(err.Error())
