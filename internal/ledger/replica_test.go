@@ -394,3 +394,43 @@ func TestHold_ZeroOvershootAcrossReplicas(t *testing.T) {
 		r.sumIsZero(t)
 	})
 }
+
+// RunLease keeps a live replica's holds and sweeps a dead one's once its lease expires.
+func TestRunLease_Sweeps(t *testing.T) {
+	forEachDB(t, func(t *testing.T, kind string) {
+		r := openReplicas(t, kind, 2, money.USD)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		mk := func(i int, name string) *ledger.Ledger {
+			return ledger.New(ledger.Config{Store: r.dbs[i], Replica: name, Shared: true, LeaseTTL: 100 * time.Millisecond})
+		}
+		a, b := mk(0, "rep_a"), mk(1, "rep_b")
+		defer b.Close()
+		if err := a.Hold(ctx, "a0", r.buyer, money.USD/100); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Hold(ctx, "b0", r.buyer, money.USD/100); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { defer close(done); b.RunLease(ctx) }()
+		// rep_a never renews: b's sweep closes its hold, and b's own stays open.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			got := r.openHolds(t)
+			if _, ok := got["a0"]; !ok {
+				if want := map[string]string{"b0": "rep_b"}; !mapsEqual(got, want) {
+					t.Errorf("open holds %v; want %v", got, want)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("rep_a's hold still open after 10s of rep_b's sweeps: %v", got)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		cancel()
+		<-done
+		r.sumIsZero(t)
+	})
+}
