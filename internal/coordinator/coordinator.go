@@ -160,6 +160,9 @@ func New(cfg Config) *Coordinator {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.NewRegistry()
 	}
+	if cfg.Replica == "" {
+		cfg.Replica = "rep_" + rand.Text()[:12]
+	}
 	c := &Coordinator{cfg: cfg, log: cfg.Log, Metrics: metrics.NewCoordinator(cfg.Metrics)}
 
 	fc := cfg.Fleet
@@ -169,15 +172,15 @@ func New(cfg Config) *Coordinator {
 	}
 	c.Fleet = fleet.New(fc)
 	if cfg.Bus != nil {
-		if cfg.Replica == "" {
-			cfg.Replica = store.NewID("rep") // a fresh name: a restart is a new replica
-			c.cfg.Replica = cfg.Replica
-		}
 		c.Mesh = mesh.New(mesh.Config{Bus: cfg.Bus, Fleet: c.Fleet, Replica: cfg.Replica, Replicas: cfg.BusReplicas, Log: cfg.Log})
 	}
 
 	lc := cfg.Ledger
-	lc.Store, lc.Metrics, lc.Log = cfg.Store, c.Metrics, cfg.Log
+	lc.Store, lc.Metrics, lc.Log, lc.Replica = cfg.Store, c.Metrics, cfg.Log, cfg.Replica
+	// Other replicas may hold open holds in the store when they share it: through a bus, or a
+	// PostgreSQL database. Then recovery is per replica and dead peers' holds are swept; a lone
+	// process on SQLite closes every open hold at start, as it always did.
+	lc.Shared = cfg.Bus != nil || isPostgres(cfg.Store)
 	c.Ledger = ledger.New(lc)
 
 	kc := cfg.Core
@@ -246,6 +249,15 @@ func (c *Coordinator) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fmt.Fprintf(w, `{"status":"ready","nodes":%d}`+"\n", len(c.Fleet.Nodes()))
+}
+
+// Replica returns the coordinator's name among the replicas of its network.
+func (c *Coordinator) Replica() string { return c.cfg.Replica }
+
+// isPostgres says whether the store is a PostgreSQL database, which other replicas may share.
+func isPostgres(s store.Store) bool {
+	p, ok := s.(interface{ Postgres() bool })
+	return ok && p.Postgres()
 }
 
 // closeBilling stores the receipts queued and hands their bills to the ledger, then commits
@@ -335,6 +347,7 @@ func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
 	defer stopBg()
 	go c.Fleet.Run(bg)
 	go c.Ledger.Run(bg, time.Minute)
+	go c.Ledger.RunLease(bg)
 	if c.Mesh != nil {
 		go func() {
 			if err := c.Mesh.Run(bg); err != nil {

@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shareai/shareai/internal/metrics"
@@ -35,6 +37,21 @@ type Config struct {
 	Metrics *metrics.Coordinator
 	Log     *slog.Logger
 	Now     func() time.Time
+
+	// Replica names the coordinator replica the ledger places holds for, and whose holds it
+	// recovers; "": holds placed without a name, and Recover closes every open hold.
+	Replica string
+	// Shared says other replicas share the store (a PostgreSQL database, or replicas joined
+	// by a bus): Recover then closes only the replica's own holds, the unowned ones and those
+	// of replicas whose lease expired, and RunLease also sweeps for expired peers. False: the
+	// replica is alone, and Recover closes every open hold, as a single process always did.
+	Shared bool
+	// LeaseTTL is how long a replica's lease lasts from its last renewal: a replica silent
+	// for longer is dead to its peers, which close its open holds. Default 15s. Keep clocks
+	// in sync well within it.
+	LeaseTTL time.Duration
+	// LeaseRenew is how often RunLease renews the lease. Default LeaseTTL/3.
+	LeaseRenew time.Duration
 }
 
 // Ledger bills requests.
@@ -44,6 +61,10 @@ type Ledger struct {
 	holds       *batcher[*store.Hold]
 	settles     *batcher[*store.Settlement]
 	checkpoints *batcher[checkpoint]
+
+	leaseMu sync.Mutex  // guards the lease against renewal racing its release at Close
+	leased  atomic.Bool // the lease was renewed once since New
+	closed  bool        // by leaseMu: released
 }
 
 // New returns a ledger. Call Close to settle what is queued.
@@ -63,6 +84,12 @@ func New(cfg Config) *Ledger {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.NewCoordinator(nil)
 	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 15 * time.Second
+	}
+	if cfg.LeaseRenew <= 0 {
+		cfg.LeaseRenew = cfg.LeaseTTL / 3
+	}
 	l := &Ledger{cfg: cfg, log: cfg.Log}
 	if cfg.Store != nil {
 		l.holds = newBatcher(l.placeHolds)
@@ -72,8 +99,22 @@ func New(cfg Config) *Ledger {
 	return l
 }
 
-// placeHolds commits holds, counting them.
+// Replica returns the name of the replica the ledger places holds for.
+func (l *Ledger) Replica() string { return l.cfg.Replica }
+
+// placeHolds commits holds, counting them. The replica's lease is taken before its first
+// hold, so that no hold of a live replica ever looks like a dead one's.
 func (l *Ledger) placeHolds(ctx context.Context, hs []*store.Hold) []error {
+	if l.cfg.Replica != "" && !l.leased.Load() {
+		if err := l.RenewLease(ctx); err != nil {
+			errs := make([]error, len(hs))
+			for i := range errs {
+				errs[i] = err
+				l.cfg.Metrics.HoldPlaced("error")
+			}
+			return errs
+		}
+	}
 	errs := l.cfg.Store.PlaceHolds(ctx, hs)
 	for _, err := range errs {
 		switch {
@@ -103,12 +144,28 @@ func (l *Ledger) settle(ctx context.Context, ss []*store.Settlement) []error {
 	return errs
 }
 
-// Close places and settles what is queued, and stops.
+// Close places and settles what is queued, and stops. It releases the replica's lease: holds
+// still open then (requests that outlived the drain) are its peers' to close, or its own at
+// its next start.
 func (l *Ledger) Close() {
-	if l.holds != nil {
-		l.holds.close()
-		l.checkpoints.close()
-		l.settles.close()
+	if l.holds == nil {
+		return
+	}
+	l.holds.close()
+	l.checkpoints.close()
+	l.settles.close()
+	l.leaseMu.Lock()
+	defer l.leaseMu.Unlock()
+	if l.closed {
+		return
+	}
+	l.closed = true
+	if l.cfg.Replica != "" && l.leased.Load() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := l.cfg.Store.ReleaseLease(ctx, l.cfg.Replica); err != nil {
+			l.log.Warn("release the replica's lease: peers take its open holds once it expires", "err", err)
+		}
 	}
 }
 
@@ -164,6 +221,7 @@ func (l *Ledger) MaxCost(a Ask, b Bounds) money.Nanos {
 func (l *Ledger) Hold(ctx context.Context, requestID string, key *store.Key, amount money.Nanos) error {
 	return l.holds.do(ctx, &store.Hold{
 		RequestID: requestID, AccountID: key.AccountID, KeyID: key.ID, Amount: amount, CreatedAt: l.cfg.Now(),
+		Replica: l.cfg.Replica,
 	})
 }
 
@@ -358,12 +416,50 @@ type Recovered struct {
 
 // Recover closes the holds a crash left open: a hold with a checkpoint is settled at the bill of
 // what was delivered by then, and one without is voided (nothing recorded as delivered, nothing
-// charged).
+// charged). Call it at start, before the first hold.
+//
+// With no Replica, or a store not Shared, it closes every open hold. Otherwise it first renews
+// the replica's lease, then closes only the replica's own holds (left by its previous run under
+// the same name), the holds placed without a replica, and those of peers whose lease has
+// expired, which it claims first; a live replica's holds are never touched.
 func (l *Ledger) Recover(ctx context.Context) (Recovered, error) {
-	var r Recovered
-	holds, err := l.cfg.Store.OpenHolds(ctx)
+	if l.cfg.Replica == "" || !l.cfg.Shared {
+		holds, err := l.cfg.Store.OpenHolds(ctx)
+		if err != nil {
+			return Recovered{}, err
+		}
+		return l.closeHolds(ctx, holds)
+	}
+	if err := l.RenewLease(ctx); err != nil {
+		return Recovered{}, err
+	}
+	holds, err := l.cfg.Store.ClaimHolds(ctx, l.cfg.Replica, l.cfg.Now(), true)
 	if err != nil {
-		return r, err
+		return Recovered{}, err
+	}
+	return l.closeHolds(ctx, holds)
+}
+
+// RecoverPeers closes the open holds of the replicas whose lease has expired (or that have
+// none), claiming them first, as Recover does for its own: a dead replica's holds do not stay
+// open until some replica restarts. It never touches this replica's own holds.
+func (l *Ledger) RecoverPeers(ctx context.Context) (Recovered, error) {
+	if l.cfg.Replica == "" {
+		return Recovered{}, errors.New("recover peers' holds: the ledger has no replica name")
+	}
+	holds, err := l.cfg.Store.ClaimHolds(ctx, l.cfg.Replica, l.cfg.Now(), false)
+	if err != nil {
+		return Recovered{}, err
+	}
+	return l.closeHolds(ctx, holds)
+}
+
+// closeHolds settles holds at their checkpoints, or voids them. A hold settled meanwhile (a
+// late settlement racing the recovery) is left as it was.
+func (l *Ledger) closeHolds(ctx context.Context, holds []*store.Hold) (Recovered, error) {
+	var r Recovered
+	if len(holds) == 0 {
+		return r, nil
 	}
 	batch := make([]*store.Settlement, len(holds))
 	for i, h := range holds {
@@ -395,6 +491,55 @@ func (l *Ledger) Recover(ctx context.Context) (Recovered, error) {
 		}
 	}
 	return r, nil
+}
+
+// RenewLease renews the replica's lease for LeaseTTL from now. After Close it does nothing.
+func (l *Ledger) RenewLease(ctx context.Context) error {
+	l.leaseMu.Lock()
+	defer l.leaseMu.Unlock()
+	if l.closed || l.cfg.Replica == "" {
+		return nil
+	}
+	now := l.cfg.Now()
+	if err := l.cfg.Store.RenewLease(ctx, l.cfg.Replica, now, now.Add(l.cfg.LeaseTTL)); err != nil {
+		return err
+	}
+	l.leased.Store(true)
+	return nil
+}
+
+// RunLease renews the replica's lease every LeaseRenew until ctx is done; with Shared, it also
+// closes the holds of dead peers every LeaseTTL (RecoverPeers). Errors are logged. Without a
+// Replica it returns at once.
+func (l *Ledger) RunLease(ctx context.Context) {
+	if l.cfg.Replica == "" || l.cfg.Store == nil {
+		return
+	}
+	renew := time.NewTicker(l.cfg.LeaseRenew)
+	defer renew.Stop()
+	var sweep <-chan time.Time
+	if l.cfg.Shared {
+		t := time.NewTicker(l.cfg.LeaseTTL)
+		defer t.Stop()
+		sweep = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-renew.C:
+			if err := l.RenewLease(ctx); err != nil && ctx.Err() == nil {
+				l.log.Error("renew the replica's lease: peers take its open holds once it expires", "replica", l.cfg.Replica, "err", err)
+			}
+		case <-sweep:
+			r, err := l.RecoverPeers(ctx)
+			if err != nil && ctx.Err() == nil {
+				l.log.Error("close holds of dead replicas", "err", err)
+			} else if r.Settled+r.Voided > 0 {
+				l.log.Warn("closed holds left open by dead replicas", "settled_at_checkpoint", r.Settled, "voided", r.Voided)
+			}
+		}
+	}
 }
 
 // Run releases due earnings every interval until ctx is done.

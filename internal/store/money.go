@@ -70,6 +70,10 @@ type Hold struct {
 	KeyID     string
 	Amount    money.Nanos
 	CreatedAt time.Time
+	// Replica is the coordinator replica that placed the hold, and recovers it after a crash;
+	// "" for a hold placed without one (before replicas, or by a ledger without a name), which
+	// whoever recovers first at start closes.
+	Replica string
 	// Checkpoint is the bill of what was delivered by the last checkpoint, nil if none.
 	Checkpoint *Settlement
 }
@@ -164,6 +168,19 @@ type Ledger interface {
 	Settle(ctx context.Context, batch []*Settlement) (errs []error)
 	// OpenHolds lists the holds not yet settled or voided, with their checkpoints.
 	OpenHolds(ctx context.Context) ([]*Hold, error)
+	// RenewLease records that a coordinator replica is alive until expires (now is when it
+	// said so). A replica whose lease has expired, or that has none, is dead to its peers:
+	// ClaimHolds takes its open holds.
+	RenewLease(ctx context.Context, replica string, now, expires time.Time) error
+	// ReleaseLease deletes a replica's lease, at a clean stop: the holds it left open, if
+	// any, are its peers' to claim at once.
+	ReleaseLease(ctx context.Context, replica string) error
+	// ClaimHolds moves to replica, in one transaction, the open holds of the replicas other
+	// than it whose lease expired before now or that have none, taking over (deleting) their
+	// leases; with own, also replica's own open holds and those placed without a replica
+	// (""). It returns the holds it claimed, with their checkpoints, oldest first. Rows are
+	// locked as they are moved, so two replicas claiming at once never both claim a hold.
+	ClaimHolds(ctx context.Context, replica string, now time.Time, own bool) ([]*Hold, error)
 	// CheckpointHolds records, in one transaction, the bills of what open requests have
 	// delivered so far. A hold closed meanwhile keeps its settlement: its checkpoint is dropped.
 	CheckpointHolds(ctx context.Context, batch []*Settlement) error

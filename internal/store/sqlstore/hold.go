@@ -129,10 +129,10 @@ func (db *DB) placeHolds(ctx context.Context, tx *sql.Tx, hs []*store.Hold, errs
 	rows := make([][]any, len(accepted))
 	for j, i := range accepted {
 		h := hs[i]
-		rows[j] = []any{h.RequestID, h.AccountID, h.KeyID, int64(h.Amount), formatWindows(held[i]), "open", millis(h.CreatedAt)}
+		rows[j] = []any{h.RequestID, h.AccountID, h.KeyID, int64(h.Amount), formatWindows(held[i]), "open", millis(h.CreatedAt), h.Replica}
 	}
 	inserted := map[string]bool{}
-	err = db.insertRows(ctx, tx, `INSERT INTO holds (request_id, account_id, key_id, amount, windows, status, created_at)`,
+	err = db.insertRows(ctx, tx, `INSERT INTO holds (request_id, account_id, key_id, amount, windows, status, created_at, replica)`,
 		`ON CONFLICT (request_id) DO NOTHING RETURNING request_id`, rows, func(r *sql.Rows) error {
 			var id string
 			err := r.Scan(&id)

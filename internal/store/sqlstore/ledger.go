@@ -96,7 +96,7 @@ func parseWindows(s string) ([]window, error) {
 
 // OpenHolds lists the holds not yet closed, oldest first.
 func (db *DB) OpenHolds(ctx context.Context) ([]*store.Hold, error) {
-	rows, err := db.r.QueryContext(ctx, db.q(`SELECT request_id, account_id, key_id, amount, created_at, checkpoint FROM holds
+	rows, err := db.r.QueryContext(ctx, db.q(`SELECT `+holdColumns+` FROM holds
 WHERE status = 'open' ORDER BY created_at`))
 	if err != nil {
 		return nil, fmt.Errorf("open holds: %w", err)
@@ -104,23 +104,34 @@ WHERE status = 'open' ORDER BY created_at`))
 	defer rows.Close()
 	var hs []*store.Hold
 	for rows.Next() {
-		var h store.Hold
-		var amount, created int64
-		var checkpoint sql.NullString
-		if err := rows.Scan(&h.RequestID, &h.AccountID, &h.KeyID, &amount, &created, &checkpoint); err != nil {
+		h, err := scanHold(rows)
+		if err != nil {
 			return nil, fmt.Errorf("open holds: %w", err)
 		}
-		h.Amount, h.CreatedAt = money.Nanos(amount), fromMillis(created)
-		if checkpoint.Valid {
-			var s store.Settlement
-			if err := json.Unmarshal([]byte(checkpoint.String), &s); err != nil {
-				return nil, fmt.Errorf("checkpoint of request %s: %w", h.RequestID, err)
-			}
-			h.Checkpoint = &s
-		}
-		hs = append(hs, &h)
+		hs = append(hs, h)
 	}
 	return hs, rows.Err()
+}
+
+// holdColumns are the columns scanHold reads.
+const holdColumns = `request_id, account_id, key_id, amount, created_at, replica, checkpoint`
+
+func scanHold(r *sql.Rows) (*store.Hold, error) {
+	var h store.Hold
+	var amount, created int64
+	var checkpoint sql.NullString
+	if err := r.Scan(&h.RequestID, &h.AccountID, &h.KeyID, &amount, &created, &h.Replica, &checkpoint); err != nil {
+		return nil, err
+	}
+	h.Amount, h.CreatedAt = money.Nanos(amount), fromMillis(created)
+	if checkpoint.Valid {
+		var s store.Settlement
+		if err := json.Unmarshal([]byte(checkpoint.String), &s); err != nil {
+			return nil, fmt.Errorf("checkpoint of request %s: %w", h.RequestID, err)
+		}
+		h.Checkpoint = &s
+	}
+	return &h, nil
 }
 
 // CheckpointHolds records the bills of what open requests have delivered so far.
