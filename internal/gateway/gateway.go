@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shareai/shareai/internal/api"
+	"github.com/shareai/shareai/internal/bus"
 	"github.com/shareai/shareai/internal/core"
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/ledger"
@@ -66,8 +67,11 @@ type Config struct {
 	// TracerProvider records the server spans of buyers' requests (trace.go); nil: none.
 	TracerProvider trace.TracerProvider
 	// Limits are the rate limits of API keys that set none of their own (limits.go); a zero
-	// field: unlimited. They are counted in this process only.
+	// field: unlimited. They are counted in this process, or with Bus across the replicas.
 	Limits store.RateLimits
+	// Bus, when set, counts rate limits across the network's replicas in NATS
+	// (limits_shared.go); nil: in this process only.
+	Bus *bus.Bus
 	// MaxTokensLimit is the most max_tokens a request may ask for. Default 32768.
 	MaxTokensLimit int
 	Now            func() time.Time
@@ -109,6 +113,9 @@ func New(cfg Config) *Gateway {
 		tracer: tracing.Tracer(cfg.TracerProvider, "github.com/shareai/shareai/internal/gateway")}
 	g.keys = keyCache{ttl: cfg.KeyCacheTTL, now: cfg.Now, m: make(map[[32]byte]cachedKey)}
 	g.limits = limiter{defaults: cfg.Limits, now: cfg.Now}
+	if cfg.Bus != nil {
+		g.limits.shared = newSharedLimiter(cfg.Bus, cfg.Now, cfg.Log)
+	}
 	return g
 }
 

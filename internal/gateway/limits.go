@@ -32,6 +32,9 @@ type limiter struct {
 	keys      sync.Map // key id → *keyUsage
 	lastSweep atomic.Int64
 	sweeping  atomic.Bool
+	// shared, when set, counts the limits across the network's replicas, in NATS
+	// (limits_shared.go), instead of in keys.
+	shared *sharedLimiter
 }
 
 // keyUsage is what one key has used in the window.
@@ -59,6 +62,9 @@ type ticket struct {
 	tokens int  // reserved, when the key has a token limit
 	tpm    bool // tokens are counted
 	slot   bool // counted in flight
+	// Of the shared limiter's tickets:
+	s  *sharedLimiter
+	sk *sharedKey
 }
 
 // rateLimits are a key's limits in effect: its own, else the defaults; 0 is unlimited.
@@ -86,6 +92,9 @@ func (l *limiter) admit(h http.Header, k *store.Key, tokens int) (*ticket, error
 	lim := l.rateLimits(k)
 	if lim == (store.RateLimits{}) {
 		return nil, nil
+	}
+	if l.shared != nil {
+		return l.shared.admit(h, k, lim, tokens)
 	}
 	now := l.now()
 	l.maybeSweep(now)
@@ -134,9 +143,7 @@ func (u *keyUsage) admit(now time.Time, lim store.RateLimits, k *store.Key, toke
 	case lim.TokensPerMinute > 0 && tokens > lim.TokensPerMinute:
 		// As OpenAI: a 429 that says no wait will help.
 		st.never = true
-		err = &api.Error{Status: http.StatusTooManyRequests, Type: api.TypeTokens, Code: api.CodeRateLimitExceeded, RetryAfter: -1,
-			Message: fmt.Sprintf("Request too large on tokens per min (TPM) on key %s…: Limit %d, Requested %d. The input or output tokens must be reduced in order to run successfully: lower max_tokens, or shorten the prompt.",
-				k.Prefix, lim.TokensPerMinute, tokens)}
+		err = tooLarge(k, lim, tokens)
 	case lim.RequestsPerMinute > 0 && u.reqs.len() >= lim.RequestsPerMinute:
 		st.retryAfter = u.reqs.oldest().Add(rateWindow).Sub(now)
 		err = limitError(api.TypeRequests, "requests per min (RPM)", k, lim.RequestsPerMinute, u.reqs.len(), 1, st.retryAfter)
@@ -176,6 +183,14 @@ func (u *keyUsage) admit(now time.Time, lim store.RateLimits, k *store.Key, toke
 		st.tokensReset = u.ended[len(u.ended)-1].at.Add(rateWindow).Sub(now)
 	}
 	return t, st, err
+}
+
+// tooLarge is the refusal of a request whose tokens can never fit the key's tokens per minute.
+func tooLarge(k *store.Key, lim store.RateLimits, tokens int) *api.Error {
+	// As OpenAI: a 429 that says no wait will help.
+	return &api.Error{Status: http.StatusTooManyRequests, Type: api.TypeTokens, Code: api.CodeRateLimitExceeded, RetryAfter: -1,
+		Message: fmt.Sprintf("Request too large on tokens per min (TPM) on key %s…: Limit %d, Requested %d. The input or output tokens must be reduced in order to run successfully: lower max_tokens, or shorten the prompt.",
+			k.Prefix, lim.TokensPerMinute, tokens)}
 }
 
 // limitError is a refusal in OpenAI's words.
@@ -222,6 +237,10 @@ func (u *keyUsage) idle() bool {
 // tokens billed, which count for a minute from now.
 func (t *ticket) done(billed int) {
 	if t == nil {
+		return
+	}
+	if t.s != nil {
+		t.s.done(t, billed)
 		return
 	}
 	u := t.u
