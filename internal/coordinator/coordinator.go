@@ -197,7 +197,7 @@ func New(cfg Config) *Coordinator {
 
 	gc := cfg.Gateway
 	gc.Core, gc.Store, gc.Fleet, gc.Ledger, gc.Log, gc.Metrics = c.Core, cfg.Store, c.Fleet, c.Ledger, cfg.Log, c.Metrics
-	gc.Reputation, gc.TracerProvider = c.Prober.Explain, cfg.TracerProvider
+	gc.Reputation, gc.TracerProvider, gc.Bus = c.Prober.Explain, cfg.TracerProvider, cfg.Bus // the bus: rate limits shared by the replicas
 	c.Gateway = gateway.New(gc)
 	metrics.RegisterFleet(cfg.Metrics, metrics.FleetView{Nodes: c.nodeSamples, Running: c.Fleet.Running})
 

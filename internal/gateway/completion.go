@@ -61,8 +61,8 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, job *pr
 	}
 	admitted, err := g.limits.admit(w.Header(), c.key, req.Reserve(g.cfg.Ledger))
 	if err != nil {
-		if ae, ok := err.(*api.Error); ok {
-			g.cfg.Metrics.RateLimited(ae.Type) // requests (per minute, or concurrent) or tokens
+		if ae, ok := err.(*api.Error); ok && ae.Status == http.StatusTooManyRequests {
+			g.cfg.Metrics.RateLimited(ae.Type) // requests (per minute, or concurrent) or tokens; not a limiter that is down
 		}
 		return err
 	}
