@@ -22,13 +22,13 @@ import (
 
 // Coordinator configures `shareai coordinator`.
 type Coordinator struct {
-	Config          string // the YAML file read, if any
-	Addr            string
-	DataDir         string
-	DB              string // PostgreSQL URL; empty: SQLite in DataDir
+	Config  string // the YAML file read, if any
+	Addr    string
+	DataDir string
+	DB      string // PostgreSQL URL; empty: SQLite in DataDir
 	// NATS is the NATS servers' URLs, comma-separated, that the network's replicas share;
 	// empty: no bus, a network of this one coordinator.
-	NATS string
+	NATS            string
 	TLSCert, TLSKey string
 	MetricsAddr     string // where /metrics is served; empty: nowhere
 	// Coordinator holds the coordinator's settings, its own and its components': Flags binds
