@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/shareai/shareai/internal/bus"
 	"github.com/shareai/shareai/internal/config"
 	"github.com/shareai/shareai/internal/coordinator"
 	"github.com/shareai/shareai/internal/metrics"
@@ -25,7 +26,9 @@ func runCoordinator(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err := parseFile(fs, args, stderr, `Run the coordinator: the buyers' OpenAI-compatible API (/v1/...), the endpoint agents
 connect to (/v1/agent/connect), and health checks (/healthz, /readyz). State lives in
 SQLite in --data-dir, beside coordinator.key, the key receipts are countersigned with (its
-public half: GET /v1/receipts/key). Create keys with 'shareai keys' on this machine.
+public half: GET /v1/receipts/key), or in PostgreSQL (--db). Create keys with 'shareai keys'
+on this machine. Several coordinators with the same --db and --nats are replicas of one
+network, behind a load balancer: see "Running several coordinators" in the README.
 Settings come from the YAML file --config (keys are the flags' names: addr: 0.0.0.0:8080),
 then the environment, then these flags; see docs/configuration.md.`); err != nil {
 		return err
@@ -71,6 +74,18 @@ then the environment, then these flags; see docs/configuration.md.`); err != nil
 	defer stopTracing() // after Serve has drained the requests in flight
 	cc := cfg.Build()
 	cc.Store, cc.Log, cc.TLS, cc.ReceiptKey, cc.TracerProvider = st, log, tlsCfg, key, tp
+	if cc.Replica == "" {
+		cc.Replica = config.NewReplicaName()
+	}
+	if cfg.NATS != "" {
+		b, err := bus.Connect(ctx, bus.Config{URL: cfg.NATS, Name: cc.Replica, Log: log})
+		if err != nil {
+			return err
+		}
+		defer b.Close() // after Serve has drained the requests in flight
+		cc.Bus = b
+		log.Info("replica connected to NATS", "replica", cc.Replica, "server", b.Conn.ConnectedUrlRedacted())
+	}
 	c := coordinator.New(cc)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

@@ -17,7 +17,8 @@ import (
 
 // The flags that cmd/shareai reads itself, and that reach no component's config.
 var (
-	ownCoordinatorFlags = []string{"config", "check-config", "addr", "data-dir", "db", "tls-cert", "tls-key",
+	// --nats: cmd/shareai connects to NATS and hands the coordinator the connection (Bus).
+	ownCoordinatorFlags = []string{"config", "check-config", "addr", "data-dir", "db", "nats", "tls-cert", "tls-key",
 		"metrics-addr", "otlp-endpoint", "trace-sample", "log-level", "log-format"}
 	ownUpFlags = []string{"config", "check-config", "engine", "upstream", "upstream-api-key", "sim-ttft", "sim-tps",
 		"metrics-addr", "otlp-endpoint", "trace-sample", "log-level", "log-format"}
@@ -25,7 +26,7 @@ var (
 
 // Values, valid and not the defaults, of the flags written as text.
 var textValues = map[string]string{
-	"addr": "127.0.0.1:9999", "data-dir": "/elsewhere",
+	"addr": "127.0.0.1:9999", "data-dir": "/elsewhere", "replica": "rep_test", "nats": "nats://127.0.0.1:4999", "db": "postgres://u@db.example:5432/shareai",
 	"platform-fee": "7.25", "tier-prices": "gold=1.75,silver=1.25,bronze=0.25",
 	"credit": "12.5", "chaos": "drop=0.25", "price-input": "0.07", "price-output": "0.11",
 }

@@ -39,8 +39,10 @@ const (
 
 // Config configures an agent.
 type Config struct {
-	// Coordinator is the coordinator's base URL, such as http://coord.example:8080; the agent
-	// connects to its /v1/agent/connect.
+	// Coordinator is the coordinator's base URL, such as http://coord.example:8080, or several,
+	// comma-separated (the replicas of one network): the agent connects to /v1/agent/connect of
+	// the first, and on every reconnect tries the next one, round-robin, with its backoff. A
+	// DNS name that resolves to several replicas is resolved again on every reconnect.
 	Coordinator string
 	Token       string // provider token, "spt-…"
 	DataDir     string // keeps the node key
@@ -107,10 +109,12 @@ const DefaultDrain = 10 * time.Minute
 
 // Agent is a running provider agent.
 type Agent struct {
-	cfg Config
-	log *slog.Logger
-	key ed25519.PrivateKey
-	url string
+	cfg   Config
+	log   *slog.Logger
+	key   ed25519.PrivateKey
+	urls  []string // the coordinators' connect URLs, tried in turn
+	bases []string // their base URLs, as configured
+	next  int      // the index in urls of the next dial; only Run's goroutine uses it
 
 	mu      sync.Mutex
 	nodeID  string
@@ -118,6 +122,7 @@ type Agent struct {
 	conns   int // successful registrations so far
 	ready   chan struct{}
 	ws      *websocket.Conn // the connection now, nil between connections
+	coord   string          // the base URL of the coordinator connected to now, "" between connections
 	conn    *conn           // the same, registered
 
 	// Whether the node takes jobs: see check.
@@ -162,7 +167,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Token == "" {
 		return nil, errors.New("agent: no provider token")
 	}
-	u, err := connectURL(cfg.Coordinator)
+	urls, bases, err := connectURLs(cfg.Coordinator)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +196,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.NewRegistry()
 	}
-	a := &Agent{cfg: cfg, log: cfg.Log, key: key, url: u, ready: make(chan struct{}), kick: make(chan struct{}, 1)}
+	a := &Agent{cfg: cfg, log: cfg.Log, key: key, urls: urls, bases: bases, ready: make(chan struct{}), kick: make(chan struct{}, 1)}
 	a.tracer, a.tracing = tracing.Tracer(cfg.TracerProvider, "github.com/shareai/shareai/internal/agent"), tracing.Enabled(cfg.TracerProvider)
 	a.metrics = metrics.NewAgent(cfg.Metrics, metrics.AgentView{
 		Running: a.Running, Paused: a.Paused, GPUs: cfg.Hardware.GPUs,
@@ -202,6 +207,25 @@ func New(cfg Config) (*Agent, error) {
 		a.ownerPaused, a.paused, a.pausedAt = true, ownerPauseReason, cfg.Now()
 	}
 	return a, nil
+}
+
+// connectURLs returns the connect URLs of list, one coordinator's base URL or several,
+// comma-separated, and the base URLs.
+func connectURLs(list string) (urls, bases []string, err error) {
+	for b := range strings.SplitSeq(list, ",") {
+		if b = strings.TrimSpace(b); b == "" {
+			continue
+		}
+		u, err := connectURL(b)
+		if err != nil {
+			return nil, nil, err
+		}
+		urls, bases = append(urls, u), append(bases, b)
+	}
+	if len(urls) == 0 {
+		return nil, nil, errors.New("agent: no coordinator address")
+	}
+	return urls, bases, nil
 }
 
 func connectURL(base string) (string, error) {

@@ -120,3 +120,44 @@ func (e *late) Models(ctx context.Context) ([]engine.Model, error) {
 	}
 	return e.Engine.Models(ctx)
 }
+
+// An agent given several coordinators tries them in turn: it connects to the second when the
+// first is down, and when the one it is connected to goes away (killed, not drained), it
+// reconnects to the other within seconds.
+func TestAgent_TriesItsCoordinatorsInTurn(t *testing.T) {
+	env := testenv.New(t, testenv.Replicas(2), testenv.Providers(0))
+	env.StopReplica(0)
+	a, err := agent.New(agent.Config{Coordinator: env.URLs[0] + "," + env.URLs[1], Token: env.ProviderToken,
+		DataDir: t.TempDir(), Engine: sim.New(sim.Config{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-a.Ready():
+	case err := <-done:
+		t.Fatalf("agent stopped: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent did not connect to the second coordinator")
+	}
+	if got, want := a.Status().Coordinator, env.URLs[1]; got != want {
+		t.Fatalf("connected to %q, want %q (the first is down)", got, want)
+	}
+	if err := env.StartReplica(0); err != nil {
+		t.Fatal(err)
+	}
+	env.StopReplica(1)
+	stopped := time.Now()
+	testenv.WaitFor(t, "the agent to reconnect to the first coordinator", func() bool {
+		return a.Status().Coordinator == env.URLs[0] && env.CoordinatorOf(0).Fleet.Node(a.NodeID()) != nil
+	})
+	if d := time.Since(stopped); d > 5*time.Second {
+		t.Errorf("reconnected after %v, want within seconds", d)
+	}
+	if got := a.Registrations(); got != 2 {
+		t.Errorf("registrations = %d, want 2", got)
+	}
+}

@@ -30,13 +30,16 @@ const controlTokenFile = "control.token"
 
 // Status is what the control API's GET /v1/status says of the node.
 type Status struct {
-	NodeID    string              `json:"node_id"`
-	Connected bool                `json:"connected"`
-	Paused    string              `json:"paused,omitempty"` // why the node takes no new jobs
-	Running   int                 `json:"running"`
-	Windows   string              `json:"windows,omitempty"`
-	Timezone  string              `json:"timezone,omitempty"`
-	Telemetry *protocol.Telemetry `json:"telemetry,omitempty"`
+	NodeID    string `json:"node_id"`
+	Connected bool   `json:"connected"`
+	// Coordinator is the base URL of the coordinator the node is connected to, one of those
+	// it was given; "" while it is not connected.
+	Coordinator string              `json:"coordinator,omitempty"`
+	Paused      string              `json:"paused,omitempty"` // why the node takes no new jobs
+	Running     int                 `json:"running"`
+	Windows     string              `json:"windows,omitempty"`
+	Timezone    string              `json:"timezone,omitempty"`
+	Telemetry   *protocol.Telemetry `json:"telemetry,omitempty"`
 	// Drain is how long running jobs may go on once the node stops taking new ones, such as
 	// "10m0s".
 	Drain string `json:"drain,omitempty"`
@@ -50,7 +53,7 @@ type Status struct {
 func (a *Agent) Status() Status {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return Status{NodeID: a.nodeID, Connected: a.conn != nil, Paused: a.paused, Running: a.running,
+	return Status{NodeID: a.nodeID, Connected: a.conn != nil, Coordinator: a.coord, Paused: a.paused, Running: a.running,
 		Windows: a.cfg.Windows, Timezone: a.cfg.Timezone, Telemetry: a.telemetry, Drain: a.cfg.Drain.String()}
 }
 

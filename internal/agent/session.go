@@ -50,8 +50,12 @@ type job struct {
 // session connects, registers and serves one connection. It reports whether the node
 // registered, so the caller can reset its backoff.
 func (a *Agent) session(ctx context.Context, offers []protocol.Offer) (registered bool, err error) {
+	// Each connection goes to the next coordinator: when one goes away, its agents move to
+	// another replica, and one that refuses to connect is not retried before the others.
+	url, base := a.urls[a.next%len(a.urls)], a.bases[a.next%len(a.urls)]
+	a.next++
 	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	ws, resp, err := websocket.Dial(dctx, a.url, &websocket.DialOptions{
+	ws, resp, err := websocket.Dial(dctx, url, &websocket.DialOptions{
 		HTTPHeader: http.Header{"Authorization": {"Bearer " + a.cfg.Token}},
 	})
 	cancel()
@@ -59,7 +63,7 @@ func (a *Agent) session(ctx context.Context, offers []protocol.Offer) (registere
 		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
 			return false, fmt.Errorf("%w: the coordinator refused the provider token", errFatal)
 		}
-		return false, fmt.Errorf("dial %s: %w", a.url, err)
+		return false, fmt.Errorf("dial %s: %w", url, err)
 	}
 	ws.SetReadLimit(maxJobBytes)
 	c := &conn{
@@ -81,13 +85,13 @@ func (a *Agent) session(ctx context.Context, offers []protocol.Offer) (registere
 	c.nodeID = reg.NodeID
 	a.mu.Lock()
 	a.nodeID = reg.NodeID
-	a.ws, a.conn = ws, c
+	a.ws, a.conn, a.coord = ws, c, base
 	a.conns++
 	if a.conns == 1 {
 		close(a.ready)
 	}
 	a.mu.Unlock()
-	a.log.Info("registered with coordinator", logNode, reg.NodeID, "offers", len(offers))
+	a.log.Info("registered with coordinator", logNode, reg.NodeID, "offers", len(offers), "coordinator", base)
 
 	// WebSocket reads and writes get wsctx, which is never cancelled: a cancellable context costs a
 	// context.AfterFunc per read and write. Closing the connection stops them instead.
@@ -107,7 +111,7 @@ func (a *Agent) session(ctx context.Context, offers []protocol.Offer) (registere
 	})
 	err = g.Wait()
 	a.mu.Lock()
-	a.ws, a.conn = nil, nil
+	a.ws, a.conn, a.coord = nil, nil, ""
 	a.mu.Unlock()
 	close(c.done)
 	c.cancelAll()

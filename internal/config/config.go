@@ -39,6 +39,8 @@ var Env = []struct{ Name, Flag, Doc string }{
 	{"SHAREAI_LOG_FORMAT", "log-format", "text or json"},
 	{"SHAREAI_OTLP_ENDPOINT", "otlp-endpoint", "the OpenTelemetry collector traces are sent to over OTLP/HTTP, e.g. http://127.0.0.1:4318"},
 	{"SHAREAI_TRACE_SAMPLE", "trace-sample", "share of requests traced, from 0 to 1"},
+	{"SHAREAI_NATS", "nats", "the NATS servers the coordinator replicas share, e.g. nats://nats-1:4222,nats://nats-2:4222 (default: none, a network of one coordinator)"},
+	{"SHAREAI_REPLICA", "replica", "the coordinator's replica name among the network's replicas (default: rep_ and a random suffix)"},
 	{"SHAREAI_TLS_CERT", "tls-cert", "coordinator TLS certificate file (PEM)"},
 	{"SHAREAI_TLS_KEY", "tls-key", "coordinator TLS key file (PEM)"},
 	{"SHAREAI_COORDINATOR", "coordinator", "the agent's coordinator URL"},
@@ -79,7 +81,7 @@ var secretFlags = map[string]bool{"token": true, "upstream-api-key": true, "key"
 
 // urlFlags are URLs that may hold a password (the coordinator's --db, a collector's
 // user:pass@): they are shown without it (maskURL).
-var urlFlags = map[string]bool{"db": true, "otlp-endpoint": true}
+var urlFlags = map[string]bool{"db": true, "otlp-endpoint": true, "nats": true}
 
 // showDefault makes v, taken from the environment or a file, the default --help shows.
 func showDefault(f *flag.Flag, v string) {
@@ -93,7 +95,11 @@ func maskSecret(flagName, v string) string {
 		return v
 	}
 	if urlFlags[flagName] {
-		return MaskURL(v)
+		var parts []string // --nats is a list
+		for u := range strings.SplitSeq(v, ",") {
+			parts = append(parts, MaskURL(strings.TrimSpace(u)))
+		}
+		return strings.Join(parts, ",")
 	}
 	if !secretFlags[flagName] {
 		return v

@@ -25,6 +25,8 @@ func TestProvider_Validate(t *testing.T) {
 		{"defaults with a token", func(*Provider) {}, ""},
 		{"no token", func(p *Provider) { p.Token = "" }, "token"},
 		{"coordinator not a URL", func(p *Provider) { p.Coordinator = "coord:8080" }, "coordinator"},
+		{"several coordinators", func(p *Provider) { p.Coordinator = "https://c1:8080, https://c2:8080" }, ""},
+		{"one of several not a URL", func(p *Provider) { p.Coordinator = "https://c1:8080,c2:8080" }, "coordinator"},
 		{"openai without upstream", func(p *Provider) { p.Engine = "openai" }, "upstream"},
 		{"unknown engine", func(p *Provider) { p.Engine = "tpu" }, "engine"},
 		{"no slots", func(p *Provider) { p.MaxConcurrent = 0 }, "max-concurrent"},
@@ -101,5 +103,41 @@ func TestLimits_Validate(t *testing.T) {
 	c.Flags(flag.NewFlagSet("t", flag.ContinueOnError))
 	if g := c.Coordinator.Gateway; g.MaxTokensLimit != DefaultMaxTokensLimit || g.Limits != (store.RateLimits{}) {
 		t.Errorf("coordinator defaults %+v, max_tokens up to %d; want no key limits and max_tokens up to %d", g.Limits, g.MaxTokensLimit, DefaultMaxTokensLimit)
+	}
+}
+
+// --nats takes nats:// and tls:// URLs, one or several; --replica a name fit for NATS subjects.
+func TestCoordinator_ValidateNATS(t *testing.T) {
+	tests := []struct {
+		name, nats, replica string
+		field               string // "" when valid
+	}{
+		{"none", "", "", ""},
+		{"one", "nats://127.0.0.1:4222", "", ""},
+		{"several", "nats://n1:4222, tls://u:pw@n2:4222", "rep-a_1", ""},
+		{"http", "http://n1:4222", "", "nats"},
+		{"second bad", "nats://n1:4222,n2:4222", "", "nats"},
+		{"no host", "nats://", "", "nats"},
+		{"replica with a dot", "nats://n1:4222", "rep.1", "replica"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var c Coordinator
+			c.Flags(flag.NewFlagSet("t", flag.ContinueOnError))
+			c.NATS, c.Coordinator.Replica = tt.nats, tt.replica
+			err := c.Validate()
+			var fe *FieldError
+			switch {
+			case tt.field == "" && err != nil:
+				t.Errorf("Validate() = %v, want nil", err)
+			case tt.field != "" && (!errors.As(err, &fe) || fe.Field != tt.field):
+				t.Errorf("Validate() = %v, want an error about --%s", err, tt.field)
+			case tt.field != "" && strings.Contains(err.Error(), "pw"):
+				t.Errorf("Validate() = %v shows a password", err)
+			}
+		})
+	}
+	if got := NewReplicaName(); !strings.HasPrefix(got, "rep_") || !validReplica(got) || got == NewReplicaName() {
+		t.Errorf("NewReplicaName() = %q, want rep_ and a random suffix", got)
 	}
 }

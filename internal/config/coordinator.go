@@ -1,10 +1,13 @@
 package config
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -19,10 +22,13 @@ import (
 
 // Coordinator configures `shareai coordinator`.
 type Coordinator struct {
-	Config          string // the YAML file read, if any
-	Addr            string
-	DataDir         string
-	DB              string // PostgreSQL URL; empty: SQLite in DataDir
+	Config  string // the YAML file read, if any
+	Addr    string
+	DataDir string
+	DB      string // PostgreSQL URL; empty: SQLite in DataDir
+	// NATS is the NATS servers' URLs, comma-separated, that the network's replicas share;
+	// empty: no bus, a network of this one coordinator.
+	NATS            string
 	TLSCert, TLSKey string
 	MetricsAddr     string // where /metrics is served; empty: nowhere
 	// Coordinator holds the coordinator's settings, its own and its components': Flags binds
@@ -68,6 +74,7 @@ func (c *Coordinator) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address for the buyer API and agents")
 	fs.StringVar(&c.DataDir, "data-dir", "./.shareai", "directory of the SQLite database")
 	fs.StringVar(&c.DB, "db", "", "database: a PostgreSQL URL (postgres://user@host:5432/db) instead of SQLite in --data-dir")
+	natsFlags(fs, &c.NATS, cc)
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "TLS certificate file (PEM); serve HTTPS when set with --tls-key")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "TLS private key file (PEM)")
 	fs.DurationVar(&cc.DrainTimeout, "drain-timeout", 30*time.Second, "how long shutdown waits for streams in flight")
@@ -82,6 +89,52 @@ func (c *Coordinator) Flags(fs *flag.FlagSet) {
 	c.Trace.Flags(fs)
 	marketFlags(fs, cc, &c.Pricing)
 	c.Log.Flags(fs)
+}
+
+// natsFlags registers the settings of a replica of a network of several coordinators: the
+// NATS servers they share, and the replica's name.
+func natsFlags(fs *flag.FlagSet, urls *string, c *coordinator.Config) {
+	fs.StringVar(urls, "nats", "", "NATS servers (JetStream enabled, 2.9 or newer) shared by the network's coordinator replicas, comma-separated: nats://host:4222,tls://host:4222; empty: a network of this one coordinator")
+	fs.StringVar(&c.Replica, "replica", "", "this coordinator's replica name, unique in the network (letters, digits, - and _); empty: rep_ and a random suffix, new at every start")
+}
+
+// validateNATS checks a list of NATS URLs and a replica name.
+func validateNATS(urls, replica string) error {
+	var errs []error
+	if urls != "" {
+		for u := range strings.SplitSeq(urls, ",") {
+			u = strings.TrimSpace(u)
+			pu, err := url.Parse(u)
+			if err != nil || pu.Host == "" || (pu.Scheme != "nats" && pu.Scheme != "tls") {
+				errs = append(errs, &FieldError{"nats", fmt.Sprintf("%q is not a NATS URL: want nats://host:4222 or tls://host:4222, several comma-separated", MaskURL(u))})
+			}
+		}
+	}
+	if replica != "" && !validReplica(replica) {
+		errs = append(errs, &FieldError{"replica", fmt.Sprintf("%q: want at most 64 letters, digits, - and _", replica)})
+	}
+	return errors.Join(errs...)
+}
+
+// validReplica reports whether s can name a replica: it appears in NATS subjects and keys.
+func validReplica(s string) bool {
+	if len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// NewReplicaName returns a replica name for a replica started without one: rep_ and 12
+// random hex digits.
+func NewReplicaName() string {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return "rep_" + hex.EncodeToString(b)
 }
 
 // marketFlags registers the settings `coordinator` and `up` share, each bound to the field it
@@ -144,6 +197,7 @@ func (c *Coordinator) Validate() error {
 	if cc.Gateway.MaxBodyBytes < 1024 {
 		errs = append(errs, &FieldError{"max-body-bytes", "must be at least 1024"})
 	}
+	errs = append(errs, validateNATS(c.NATS, cc.Replica))
 	errs = append(errs, validateMetricsAddr(c.MetricsAddr))
 	errs = append(errs, c.Trace.Validate())
 	errs = append(errs, validateMarket(cc, &c.Pricing))

@@ -134,6 +134,18 @@ func isHTTPURL(s string) bool {
 	return err == nil && u.Host != "" && (u.Scheme == "http" || u.Scheme == "https")
 }
 
+// isHTTPURLs reports whether s is one http(s) URL or several, comma-separated.
+func isHTTPURLs(s string) bool {
+	n := 0
+	for u := range strings.SplitSeq(s, ",") {
+		if !isHTTPURL(strings.TrimSpace(u)) {
+			return false
+		}
+		n++
+	}
+	return n > 0
+}
+
 // IsSecret reports whether a flag holds a credential, which messages, --help and
 // --check-config show masked.
 func IsSecret(flagName string) bool { return secretFlags[flagName] || urlFlags[flagName] }

@@ -175,6 +175,7 @@ func TestMaskSecret(t *testing.T) {
 		{"db", "postgresql://u@h/d", "postgresql://u@h/d"},
 		{"db", "postgres://h/d?sslmode=disable&password=pw", "postgres://h/d?sslmode=disable"},
 		{"db", "postgres://u:p w%zz@h/d", "…"},
+		{"nats", "nats://u:pw@n1:4222,tls://n2:4222", "nats://u@n1:4222,tls://n2:4222"},
 		{"token", "spt-0123456789", "spt-01…"},
 		{"key", "sk-0123456789", "sk-012…"},
 		{"addr", "0.0.0.0:1", "0.0.0.0:1"},

@@ -144,7 +144,7 @@ const DefaultControl = "127.0.0.1:7071"
 func (p *Provider) Flags(fs *flag.FlagSet) {
 	host, _ := os.Hostname()
 	fs.StringVar(&p.Config, "config", "", "YAML configuration file; the environment and flags override what it says")
-	fs.StringVar(&p.Coordinator, "coordinator", "http://127.0.0.1:8080", "the coordinator's URL")
+	fs.StringVar(&p.Coordinator, "coordinator", "http://127.0.0.1:8080", "the coordinator's URL, or several replicas' URLs comma-separated (tried in turn on every reconnect); a DNS name resolving to several replicas is resolved again on every reconnect")
 	fs.StringVar(&p.Token, "token", "", "provider token (spt-…), made with: shareai keys create --provider")
 	fs.StringVar(&p.DataDir, "data-dir", "./.shareai-node", "directory that keeps the node key (the node's identity)")
 	fs.StringVar(&p.Name, "name", host, "the node's display name")
@@ -386,8 +386,8 @@ func (p *Provider) Validate() error { return p.file.name(p.validate()) }
 
 func (p *Provider) validate() error {
 	var errs []error
-	if !isHTTPURL(p.Coordinator) {
-		errs = append(errs, &FieldError{"coordinator", "want a URL such as https://coordinator.example:8080"})
+	if !isHTTPURLs(p.Coordinator) {
+		errs = append(errs, &FieldError{"coordinator", "want a URL such as https://coordinator.example:8080, or several comma-separated"})
 	}
 	if p.Token == "" {
 		errs = append(errs, &FieldError{"token", "required: a provider token (spt-…)"})

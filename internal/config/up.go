@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/shareai/shareai/internal/agent"
@@ -40,6 +41,9 @@ func (u *Up) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&u.Net.Addr, "addr", "127.0.0.1:8080", "coordinator listen address")
 	fs.StringVar(&u.Net.DataDir, "data-dir", "./.shareai", "directory for the database, keys and node keys")
 	fs.IntVar(&u.Net.Providers, "providers", 2, "number of provider agents to run")
+	fs.IntVar(&u.Net.Replicas, "replicas", 1, "number of coordinators, replicas of one network on consecutive ports from --addr's, sharing the database and an embedded NATS server (or --nats); the providers are spread over them")
+	fs.StringVar(&u.Net.NATS, "nats", "", "NATS servers (JetStream, 2.9 or newer) for the replicas instead of an embedded one, comma-separated: nats://127.0.0.1:4222")
+	fs.StringVar(&u.Net.DB, "db", "", "database: a PostgreSQL URL (postgres://user@host:5432/db) instead of SQLite in --data-dir")
 	fs.StringVar(&u.Engine, "engine", "sim", "the agents' engine: sim (simulated GPU), ollama (Ollama's own API at --upstream) or openai (an OpenAI-compatible server)")
 	fs.StringVar(&u.Upstream, "upstream", "", "openai engine: the server's base URL, e.g. http://127.0.0.1:11434/v1")
 	fs.StringVar(&u.UpstreamAPIKey, "upstream-api-key", "", "openai engine: bearer key for the server")
@@ -67,6 +71,13 @@ func (u *Up) Validate() error {
 	errs = append(errs, validateMetricsAddr(u.MetricsAddr))
 	if u.Net.Providers < 1 || u.Net.Providers > 1000 {
 		errs = append(errs, &FieldError{"providers", "must be between 1 and 1000, got " + strconv.Itoa(u.Net.Providers)})
+	}
+	if u.Net.Replicas < 1 || u.Net.Replicas > 64 {
+		errs = append(errs, &FieldError{"replicas", "must be between 1 and 64, got " + strconv.Itoa(u.Net.Replicas)})
+	}
+	errs = append(errs, validateNATS(u.Net.NATS, ""))
+	if u.Net.DB != "" && !strings.HasPrefix(u.Net.DB, "postgres://") && !strings.HasPrefix(u.Net.DB, "postgresql://") {
+		errs = append(errs, &FieldError{"db", "want a PostgreSQL URL such as postgres://user@host:5432/shareai"})
 	}
 	errs = append(errs, ValidateEngine(u.Engine, u.Upstream))
 	if u.Net.Agent.MaxConcurrent < 1 {

@@ -1,6 +1,11 @@
 // Package testenv runs an in-process ShareAI network for tests: a coordinator on SQLite in a
-// temporary directory and simulated agents, over real loopback connections, with the official
-// OpenAI Go SDK as the buyer.
+// temporary directory (or several replicas on an embedded NATS server: Replicas) and simulated
+// agents, over real loopback connections, with the official OpenAI Go SDK as the buyer.
+//
+// A network of replicas: env.ClientOf(i) and env.ReplicaURL(i) reach replica i,
+// env.CoordinatorOf(i) is its coordinator, env.StopReplica(i) kills it abruptly (as kill -9:
+// connections and its NATS connection close at once; its agents reconnect to the others) and
+// env.StartReplica(i) starts it again, on the same port and with the same replica name.
 //
 // New takes options as functions over the network's Config, as nomad's TestServer(t,
 // func(*Config)) does: New sets the test defaults first, then each option changes what its test
@@ -49,6 +54,12 @@ type Option func(*Config)
 
 // Providers sets the number of simulated providers (default 2).
 func Providers(n int) Option { return func(c *Config) { c.Providers = n } }
+
+// Replicas runs n coordinators (default 1) sharing the store (SQLite in the test's directory,
+// or PostgreSQL: set DB) and a NATS server embedded in the test (or NATS's URLs: set NATS),
+// with the providers spread over them: agent i connects to replica i mod n first, and to the
+// others when its replica goes away.
+func Replicas(n int) Option { return func(c *Config) { c.Replicas = n } }
 
 // defaults is a test network's configuration before its options: two providers of 64 slots
 // each; prices of $0.05 and $0.10 per million input and output tokens, a 5% fee, $1000 for the
@@ -113,11 +124,17 @@ func New(t testing.TB, opts ...Option) *Env {
 // BaseURL is the buyer API's base URL, ending in /v1.
 func (e *Env) BaseURL() string { return e.URL + "/v1" }
 
-// Client returns an OpenAI SDK client for the network, with the network's API key and no
-// retries (so tests see every error as it is).
-func (e *Env) Client(opts ...option.RequestOption) openai.Client {
+// ReplicaURL is replica i's (0-based) buyer API base URL, ending in /v1.
+func (e *Env) ReplicaURL(i int) string { return e.URLs[i] + "/v1" }
+
+// Client returns an OpenAI SDK client for the network (its first replica), with the network's
+// API key and no retries (so tests see every error as it is).
+func (e *Env) Client(opts ...option.RequestOption) openai.Client { return e.ClientOf(0, opts...) }
+
+// ClientOf returns an OpenAI SDK client for replica i (0-based), as Client.
+func (e *Env) ClientOf(i int, opts ...option.RequestOption) openai.Client {
 	return openai.NewClient(append([]option.RequestOption{
-		option.WithBaseURL(e.BaseURL() + "/"),
+		option.WithBaseURL(e.ReplicaURL(i) + "/"),
 		option.WithAPIKey(e.APIKey),
 		option.WithMaxRetries(0),
 	}, opts...)...)
@@ -158,10 +175,12 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-// Running returns how many jobs run on the network, as the coordinator and the agents count.
+// Running returns how many jobs run on the network, as the coordinators and the agents count.
 func (e *Env) Running() (coordinator, agents int) {
-	if c := e.Coordinator(); c != nil {
-		coordinator = c.Fleet.Running()
+	for _, c := range e.Coordinators() {
+		if c != nil {
+			coordinator += c.Fleet.Running()
+		}
 	}
 	for _, a := range e.Agents {
 		agents += a.Running()
