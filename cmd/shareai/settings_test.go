@@ -83,6 +83,9 @@ func reached(t *testing.T, cc coordinator.Config) string {
 	t.Helper()
 	cc.Store = sqlstoretest.Open(t, "sqlite")
 	cc.ReceiptKey = ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)) // the same in every run
+	if cc.Replica == "" {
+		cc.Replica = "rep_default" // a coordinator names itself at random without one
+	}
 	c := coordinator.New(cc)
 	var b strings.Builder
 	own := reflect.ValueOf(cc)

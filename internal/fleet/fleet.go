@@ -111,7 +111,7 @@ func New(cfg Config) *Fleet {
 func (f *Fleet) reserve(n *Node) (release func(), err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.nodes[n.ID] != nil {
+	if old := f.nodes[n.ID]; old != nil && old.remote == nil {
 		return func() {}, nil
 	}
 	if f.accounts[n.AccountID] >= f.cfg.MaxNodesPerAccount {
@@ -301,6 +301,11 @@ func (f *Fleet) add(n *Node) (replaced *Node, err error) {
 		return nil, errCoordinatorClosing
 	}
 	replaced = f.nodes[n.ID]
+	if replaced != nil && replaced.remote != nil {
+		// The node left the replica that held it and connected here: it is this one's now.
+		f.dropRemote(replaced)
+		replaced = nil
+	}
 	switch {
 	case replaced != nil && n.reserved: // its predecessor came back meanwhile: one place
 		f.uncount(n.AccountID)
