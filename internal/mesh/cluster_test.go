@@ -1,0 +1,286 @@
+package mesh_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/shareai/shareai/internal/bus"
+	"github.com/shareai/shareai/internal/engine/sim"
+	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/ops"
+	"github.com/shareai/shareai/internal/store"
+	"github.com/shareai/shareai/internal/store/sqlstore/sqlstoretest"
+	"github.com/shareai/shareai/internal/testenv"
+)
+
+// The network of the issue: three replicas on a cluster of three embedded NATS servers and
+// real PostgreSQL, one simulated provider connected to each replica.
+func cluster(t *testing.T, opts ...testenv.Option) *testenv.Env {
+	t.Helper()
+	if os.Getenv("SHAREAI_TEST_POSTGRES") == "" {
+		t.Skip("SHAREAI_TEST_POSTGRES is unset: the replicas' tests need PostgreSQL (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)")
+	}
+	servers, err := bus.Cluster(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, s := range servers {
+			s.Shutdown()
+		}
+	})
+	dsn := sqlstoretest.DSN(t, "postgres")
+	opts = append([]testenv.Option{testenv.Replicas(3), testenv.Providers(3), func(c *testenv.Config) {
+		c.NATS, c.DB = bus.URLs(servers), dsn
+		c.Coordinator.BusReplicas = 3
+		c.Sim = sim.Config{TokensPerSecond: 200}
+	}}, opts...)
+	env := testenv.New(t, opts...)
+	for i := range 3 {
+		env.WaitFor(fmt.Sprintf("replica %d to see every node", i+1), func() bool {
+			c := env.CoordinatorOf(i)
+			return c != nil && len(c.Fleet.Offers(model)) == 3
+		})
+	}
+	return env
+}
+
+// ownerOf is the replica whose agent's node is node.
+func nodeOn(env *testenv.Env, replica int) string { return env.Agents[replica].NodeID() }
+
+func only(node string) option.RequestOption {
+	return option.WithJSONSet("provider", map[string]any{"only": []string{node}})
+}
+
+// Every replica serves a buyer from a node another replica holds, streamed and not, with the
+// same answer a local node gives.
+func TestCluster_EveryReplicaServesFromEveryOther(t *testing.T) {
+	env := cluster(t)
+	ctx := context.Background()
+	for i := range 3 {
+		remote := nodeOn(env, (i+1)%3)
+		client := env.ClientOf(i)
+		prompt := fmt.Sprintf("replica %d asks", i+1)
+		var resp *http.Response
+		got, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: model, Seed: openai.Int(int64(i)),
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)}}, only(remote), option.WithResponseInto(&resp))
+		if err != nil {
+			t.Fatalf("replica %d: %v", i+1, err)
+		}
+		if resp.Header.Get("X-Shareai-Node") != remote || got.Choices[0].Message.Content != simAnswer(prompt, int64(i)) {
+			t.Errorf("replica %d: served by %s, %q; want %s's node and the simulated answer", i+1, resp.Header.Get("X-Shareai-Node"), got.Choices[0].Message.Content, remote)
+		}
+		stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: model, Seed: openai.Int(int64(10 + i)),
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt + ", streaming")}}, only(remote))
+		var text strings.Builder
+		for stream.Next() {
+			if ch := stream.Current(); len(ch.Choices) > 0 {
+				text.WriteString(ch.Choices[0].Delta.Content)
+			}
+		}
+		if err := stream.Err(); err != nil || text.String() != simAnswer(prompt+", streaming", int64(10+i)) {
+			t.Errorf("replica %d streamed %q, %v; want the simulated answer", i+1, text.String(), err)
+		}
+	}
+	settledAndBalanced(t, env)
+}
+
+// settledAndBalanced waits until no hold is open, and checks the ledger balances.
+func settledAndBalanced(t *testing.T, env *testenv.Env) {
+	t.Helper()
+	ctx := context.Background()
+	env.WaitFor("every hold settled", func() bool {
+		n, err := env.Store.OpenHolds(ctx)
+		return err == nil && len(n) == 0
+	})
+	if sum, err := env.Store.LedgerSum(ctx); err != nil || sum != 0 {
+		t.Errorf("ledger sum %d, %v; want 0", sum, err)
+	}
+}
+
+// 100 requests spread over the three replicas race for the nodes' few slots: each owner
+// grants a slot once, so no node runs more jobs than it has slots, and every request is
+// answered.
+func TestCluster_NoSlotDoubleBooked(t *testing.T) {
+	const slots = 2
+	env := cluster(t, func(c *testenv.Config) { c.Agent.MaxConcurrent = slots })
+	var most atomic.Int64
+	stop := make(chan struct{})
+	var watch sync.WaitGroup
+	watch.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Microsecond):
+			}
+			for i := range 3 {
+				if n := env.CoordinatorOf(i).Fleet.Node(nodeOn(env, i)); n != nil && n.Owner() == "" {
+					if r := int64(n.Offers[0].Running()); r > most.Load() {
+						most.Store(r)
+					}
+				}
+			}
+		}
+	})
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for i := range 100 {
+		wg.Go(func() {
+			client := env.ClientOf(i % 3)
+			_, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: model,
+				Seed: openai.Int(int64(i)), Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("race")}})
+			if err != nil {
+				t.Logf("request %d: %v", i, err)
+				failed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	watch.Wait()
+	if most.Load() > slots {
+		t.Errorf("a node ran %d jobs at once; it has %d slots", most.Load(), slots)
+	}
+	if failed.Load() > 0 {
+		t.Errorf("%d of 100 requests failed; want every one answered", failed.Load())
+	}
+	settledAndBalanced(t, env)
+}
+
+// A key with a spend cap, hammered over every replica at once, never spends past its cap;
+// and a key limited to 6 requests a minute gets 6 over the three replicas, not 18.
+func TestCluster_CapsAndRateLimitsHoldAcrossReplicas(t *testing.T) {
+	env := cluster(t)
+	ctx := context.Background()
+	buyer, err := env.Store.KeyByHash(ctx, store.HashSecret(env.APIKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	capped := money.Nanos(20_000) // $0.00002: a few requests' worth
+	secret, k, err := ops.CreateKey(ctx, env.Store, ops.NewKey{AccountID: buyer.AccountID, Kind: store.KeyBuyer, Name: "capped", At: time.Now(),
+		Limits: store.RateLimits{RequestsPerMinute: -1, TokensPerMinute: -1, Concurrent: -1},
+		Cap:    &store.Cap{Period: store.Daily, Limit: capped}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var ok, refused atomic.Int64
+	for i := range 60 {
+		wg.Go(func() {
+			client := env.ClientOf(i%3, option.WithAPIKey(secret))
+			_, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: model,
+				MaxTokens: openai.Int(16), Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("spend")}})
+			var ae *openai.Error
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case errors.As(err, &ae) && ae.StatusCode == http.StatusPaymentRequired:
+				refused.Add(1)
+			default:
+				t.Errorf("request %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	settledAndBalanced(t, env)
+	spends, err := env.Store.Spending(ctx, time.Now(), store.KeyScope(k.ID))
+	if err != nil || len(spends) != 1 {
+		t.Fatalf("the capped key's spending: %+v, %v", spends, err)
+	}
+	spent := spends[0].Spent
+	t.Logf("capped key: %d served, %d refused, spent %s of %s", ok.Load(), refused.Load(), spent, capped)
+	if spent > capped || ok.Load() == 0 || refused.Load() == 0 {
+		t.Errorf("spent %s of a %s cap (%d served, %d refused); want some served, the rest refused, never past the cap", spent, capped, ok.Load(), refused.Load())
+	}
+
+	secret, _, err = ops.CreateKey(ctx, env.Store, ops.NewKey{AccountID: buyer.AccountID, Kind: store.KeyBuyer, Name: "limited", At: time.Now(),
+		Limits: store.RateLimits{RequestsPerMinute: 6, TokensPerMinute: -1, Concurrent: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var served, limited int
+	for i := range 18 {
+		client := env.ClientOf(i%3, option.WithAPIKey(secret))
+		_, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: model,
+			MaxTokens: openai.Int(8), Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("limit")}})
+		var ae *openai.Error
+		switch {
+		case err == nil:
+			served++
+		case errors.As(err, &ae) && ae.StatusCode == http.StatusTooManyRequests:
+			limited++
+		default:
+			t.Errorf("request %d: %v", i, err)
+		}
+	}
+	if served != 6 || limited != 12 {
+		t.Errorf("a key limited to 6 requests a minute: %d served, %d limited over 3 replicas; want 6 and 12", served, limited)
+	}
+}
+
+// A replica dies mid-stream: the streams other replicas relay from its node continue on
+// another node, each ending exactly as an undisturbed run; its agent reconnects to another
+// replica; every hold is settled and the ledger balances.
+func TestCluster_ReplicaDiesMidStream(t *testing.T) {
+	env := cluster(t, func(c *testenv.Config) { c.Sim = sim.Config{TokensPerSecond: 60} })
+	ctx := context.Background()
+	dead := 2
+	victim := nodeOn(env, dead)
+	type result struct {
+		text string
+		err  error
+	}
+	results := make([]result, 2)
+	started := make(chan struct{}, 2)
+	var wg sync.WaitGroup
+	for i := range 2 { // streams on replicas 1 and 2, each from the node replica 3 holds
+		wg.Go(func() {
+			prompt := fmt.Sprintf("A long story from replica %d about surviving failures.", i+1)
+			client := env.ClientOf(i)
+			stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: model, Seed: openai.Int(int64(i)),
+				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)}},
+				option.WithJSONSet("provider", map[string]any{"order": []string{victim}}))
+			var text strings.Builder
+			n := 0
+			for stream.Next() {
+				if ch := stream.Current(); len(ch.Choices) > 0 {
+					text.WriteString(ch.Choices[0].Delta.Content)
+					if n++; n == 5 {
+						started <- struct{}{}
+					}
+				}
+			}
+			err := stream.Err()
+			if err == nil && text.String() != simAnswer(prompt, int64(i)) {
+				err = fmt.Errorf("answer %q differs from the undisturbed %q", text.String(), simAnswer(prompt, int64(i)))
+			}
+			results[i] = result{text.String(), err}
+		})
+	}
+	<-started
+	<-started
+	env.StopReplica(dead)
+	wg.Wait()
+	for i, r := range results {
+		if r.err != nil {
+			t.Errorf("stream on replica %d through the dead replica's node: %v", i+1, r.err)
+		}
+	}
+	env.WaitFor("the dead replica's agent on another replica", func() bool {
+		c := env.Agents[dead].Status().Coordinator
+		return c != "" && c != env.URLs[dead]
+	})
+	settledAndBalanced(t, env)
+}
