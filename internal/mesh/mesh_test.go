@@ -33,7 +33,7 @@ type replicas struct {
 	aURL string
 }
 
-func twoReplicas(t *testing.T, providers int, opts ...testenv.Option) *replicas {
+func twoReplicas(t testing.TB, providers int, opts ...testenv.Option) *replicas {
 	t.Helper()
 	srv, err := bus.Embed(bus.ServerConfig{})
 	if err != nil {
