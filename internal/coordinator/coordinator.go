@@ -379,6 +379,9 @@ func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	c.closing.Store(true)
+	if c.Mesh != nil {
+		c.Mesh.Leave() // the other replicas stop sending it jobs, and wait for its nodes elsewhere
+	}
 	stopProber() // checks in flight end without counting against their nodes
 	<-proberDone
 	dctx, cancel := context.WithTimeout(context.Background(), c.cfg.DrainTimeout)

@@ -71,6 +71,12 @@ func (m *Mesh) onFrame(a *asked, msg *nats.Msg) {
 	}
 	a.next++
 	fm.Frame.Job = a.job.ID
+	if fm.Leaving {
+		// Its owner shuts down: the node is gone from it, not failed, and comes back on
+		// another replica, where the answer may continue.
+		n := a.job.Offer.Node
+		m.cfg.Fleet.DropRemote(n.ID, n.Owner())
+	}
 	a.job.Feed(fm.Frame)
 	if fm.Frame.Type == protocol.TypeEnd {
 		m.forget(a)

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -282,5 +285,123 @@ func TestCluster_ReplicaDiesMidStream(t *testing.T) {
 		c := env.Agents[dead].Status().Coordinator
 		return c != "" && c != env.URLs[dead]
 	})
+	settledAndBalanced(t, env)
+}
+
+// balancer is a load balancer in front of the replicas, as a deployment has one: it sends each
+// request to the next replica whose /readyz says ready (checked every 50 ms), and answers 502
+// when it cannot reach it, which buyers' SDKs retry.
+type balancer struct {
+	urls  []string
+	mu    sync.Mutex
+	ready []bool
+	next  int
+}
+
+func newBalancer(t *testing.T, urls []string) *httptest.Server {
+	lb := &balancer{urls: urls, ready: make([]bool, len(urls))}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		probe := &http.Client{Timeout: 200 * time.Millisecond}
+		for ctx.Err() == nil {
+			for i, u := range lb.urls {
+				resp, err := probe.Get(u + "/readyz")
+				ok := err == nil && resp.StatusCode == http.StatusOK
+				if err == nil {
+					resp.Body.Close()
+				}
+				lb.mu.Lock()
+				lb.ready[i] = ok
+				lb.mu.Unlock()
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lb.mu.Lock()
+		pick := -1
+		for range lb.urls {
+			i := lb.next % len(lb.urls)
+			lb.next++
+			if lb.ready[i] {
+				pick = i
+				break
+			}
+		}
+		lb.mu.Unlock()
+		if pick < 0 {
+			http.Error(w, "no replica ready", http.StatusBadGateway)
+			return
+		}
+		target, _ := url.Parse(lb.urls[pick])
+		proxy := httputil.NewSingleHostReverseProxy(target)
+		proxy.FlushInterval = -1
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// The replicas drain and restart one at a time under load, behind a load balancer: buyers
+// whose SDK retries connection errors (as OpenAI's do by default) see no failed request, and
+// the ledger balances.
+func TestCluster_RollingRestart(t *testing.T) {
+	env := cluster(t)
+	lb := newBalancer(t, env.URLs)
+	client := openai.NewClient(option.WithBaseURL(lb.URL+"/v1/"), option.WithAPIKey(env.APIKey), option.WithMaxRetries(4))
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var served, failed atomic.Int64
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				prompt := fmt.Sprintf("worker %d, request %d", w, i)
+				var err error
+				if i%2 == 0 {
+					_, err = client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: model,
+						Seed: openai.Int(int64(i)), Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)}})
+				} else {
+					stream := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{Model: model,
+						Seed: openai.Int(int64(i)), Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)}})
+					var text strings.Builder
+					for stream.Next() {
+						if ch := stream.Current(); len(ch.Choices) > 0 {
+							text.WriteString(ch.Choices[0].Delta.Content)
+						}
+					}
+					if err = stream.Err(); err == nil && text.String() != simAnswer(prompt, int64(i)) {
+						err = fmt.Errorf("answer %q differs from the undisturbed one", text.String())
+					}
+				}
+				if err != nil {
+					t.Errorf("%s: %v", prompt, err)
+					failed.Add(1)
+				} else {
+					served.Add(1)
+				}
+			}
+		})
+	}
+	for i := range 3 {
+		time.Sleep(300 * time.Millisecond)
+		if err := env.DrainReplica(i); err != nil {
+			t.Fatalf("drain replica %d: %v", i+1, err)
+		}
+		if err := env.StartReplica(i); err != nil {
+			t.Fatalf("restart replica %d: %v", i+1, err)
+		}
+		env.WaitFor(fmt.Sprintf("replica %d back, seeing every node", i+1), func() bool {
+			c := env.CoordinatorOf(i)
+			return c != nil && len(c.Fleet.Offers(model)) == 3
+		})
+	}
+	time.Sleep(300 * time.Millisecond)
+	stop()
+	wg.Wait()
+	t.Logf("rolling restart of 3 replicas: %d requests served, %d failed", served.Load(), failed.Load())
+	if served.Load() == 0 {
+		t.Fatal("no request served")
+	}
 	settledAndBalanced(t, env)
 }

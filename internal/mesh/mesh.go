@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -77,6 +78,7 @@ type Mesh struct {
 	owned   map[string]*owned         // jobs this replica runs for others, by their job id
 	asked   map[string]*asked         // jobs this replica asked others for, by job id
 	done    chan struct{}
+	leaving atomic.Bool // Leave was called: this replica shuts down
 }
 
 // grant is a slot this replica granted another, until its job comes.
@@ -133,11 +135,30 @@ func (m *Mesh) Run(ctx context.Context) error {
 		case e := <-watch.Updates():
 			m.onEntry(e)
 		case <-m.cfg.Fleet.Changed():
-			m.publish(ctx, published)
+			if !m.leaving.Load() {
+				m.publish(ctx, published)
+			}
 		case <-tick.C:
-			m.publish(ctx, published)
+			if !m.leaving.Load() {
+				m.publish(ctx, published)
+			}
 			m.cfg.Fleet.DropStale(time.Now().Add(-staleAfter))
 		}
+	}
+}
+
+// Leave withdraws this replica's nodes from every view at once, when it starts to shut down:
+// the jobs it runs for others end as its nodes' connections close, and the others take those
+// nodes for gone (not failed) and wait for them to connect to another replica, where they
+// continue the answers.
+func (m *Mesh) Leave() {
+	if m.leaving.Swap(true) || m.kv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, n := range m.cfg.Fleet.Local() {
+		m.withdraw(ctx, n.ID)
 	}
 }
 
@@ -245,5 +266,8 @@ type (
 	frameMessage struct {
 		Seq   int            `json:"seq"`
 		Frame protocol.Frame `json:"frame"`
+		// Leaving says the job ended because its owner shuts down: the node is not at fault,
+		// and will connect to another replica.
+		Leaving bool `json:"leaving,omitempty"`
 	}
 )

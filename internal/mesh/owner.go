@@ -154,7 +154,8 @@ func (m *Mesh) pump(ctx context.Context, id string, w *owned) {
 				fr.End.Receipt = signed // the node's receipt, for the asking replica to countersign
 			}
 		}
-		b, _ := json.Marshal(frameMessage{Seq: seq, Frame: fr})
+		leaving := fr.Type == protocol.TypeEnd && fr.End != nil && fr.End.Error != nil && m.leaving.Load()
+		b, _ := json.Marshal(frameMessage{Seq: seq, Frame: fr, Leaving: leaving})
 		if err := m.nc.Publish(w.inbox, b); err != nil {
 			w.job.Cancel() // the bus is down: the asking replica fails it over
 		}
