@@ -4,6 +4,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -260,6 +261,42 @@ func isPostgres(s store.Store) bool {
 	return ok && p.Postgres()
 }
 
+// endSessions ends the node sessions an unclean stop left open, at their last sighting. A
+// replica of several ends only those no live replica records any more: seen before
+// sessionsStale record intervals ago.
+func (c *Coordinator) endSessions(ctx context.Context) (int, error) {
+	if c.Mesh == nil {
+		return c.cfg.Store.EndOpenSessions(ctx)
+	}
+	return c.cfg.Store.EndSessionsSeenBefore(ctx, time.Now().Add(-sessionsStale*c.recordInterval()))
+}
+
+// sessionsStale is how many record intervals a session goes unseen before a replica takes it
+// for one a dead replica left.
+const sessionsStale = 3
+
+func (c *Coordinator) recordInterval() time.Duration {
+	return cmp.Or(c.cfg.Fleet.RecordInterval, time.Minute)
+}
+
+// sweepSessions ends, every record interval, the sessions dead replicas left open.
+func (c *Coordinator) sweepSessions(ctx context.Context) {
+	t := time.NewTicker(c.recordInterval())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := c.endSessions(ctx); err != nil && ctx.Err() == nil {
+				c.log.Warn("end the node sessions of dead replicas", "err", err)
+			} else if n > 0 {
+				c.log.Info("ended node sessions a dead replica left open", "sessions", n)
+			}
+		}
+	}
+}
+
 // closeBilling stores the receipts queued and hands their bills to the ledger, then commits
 // what the ledger has queued, and stops both.
 func (c *Coordinator) closeBilling() {
@@ -332,7 +369,7 @@ func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
 	} else if r.Settled+r.Voided > 0 {
 		c.log.Warn("closed holds left open by an unclean stop", "settled_at_checkpoint", r.Settled, "voided", r.Voided)
 	}
-	if n, err := c.cfg.Store.EndOpenSessions(ctx); err != nil {
+	if n, err := c.endSessions(ctx); err != nil {
 		ln.Close()
 		c.closeBilling()
 		if ctx.Err() != nil {
@@ -349,6 +386,7 @@ func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
 	go c.Ledger.Run(bg, time.Minute)
 	go c.Ledger.RunLease(bg)
 	if c.Mesh != nil {
+		go c.sweepSessions(bg)
 		go func() {
 			if err := c.Mesh.Run(bg); err != nil {
 				c.log.Error("mesh stopped: this replica neither shares its nodes nor sees the others'", "err", err)

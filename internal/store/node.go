@@ -72,6 +72,10 @@ type Activity interface {
 	UpdateNodeSessions(ctx context.Context, ss []*NodeSession) error
 	// EndOpenSessions ends the sessions a crash left open, at their LastSeen; it returns how many.
 	EndOpenSessions(ctx context.Context) (int, error)
+	// EndSessionsSeenBefore ends the open sessions last seen before a time, at their LastSeen:
+	// with several replicas, those a dead replica left (a live one records its sessions as
+	// seen every record interval), never a live replica's. It returns how many.
+	EndSessionsSeenBefore(ctx context.Context, before time.Time) (int, error)
 	// NodeSessions lists a node's sessions that were online at or after since, oldest first.
 	NodeSessions(ctx context.Context, nodeID string, since time.Time) ([]*NodeSession, error)
 

@@ -65,6 +65,19 @@ func (db *DB) EndOpenSessions(ctx context.Context) (int, error) {
 	return int(n), nil
 }
 
+// EndSessionsSeenBefore ends the open sessions last seen before a time, at their LastSeen.
+func (db *DB) EndSessionsSeenBefore(ctx context.Context, before time.Time) (int, error) {
+	res, err := db.w.ExecContext(ctx, db.q(`UPDATE node_sessions SET ended = TRUE WHERE NOT ended AND last_seen < ?`), millis(before))
+	if err != nil {
+		return 0, fmt.Errorf("end stale node sessions: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("end stale node sessions: %w", err)
+	}
+	return int(n), nil
+}
+
 // NodeSessions lists a node's sessions that were online at or after since (whose LastSeen is
 // not before it), oldest first.
 func (db *DB) NodeSessions(ctx context.Context, nodeID string, since time.Time) ([]*store.NodeSession, error) {

@@ -190,6 +190,32 @@ func sessions(ss []*store.NodeSession) string {
 	return "[" + s + "]"
 }
 
+// Only the sessions last seen before the time end: a live replica's, seen since, stay open.
+func TestDB_EndSessionsSeenBefore(t *testing.T) {
+	sqlstore.ForEachDB(t, func(t *testing.T, db *sqlstore.DB) {
+		ctx := context.Background()
+		for _, s := range []*store.NodeSession{
+			{ID: "ns_old", NodeID: "node_1", ConnectedAt: t0, LastSeen: at(time.Minute)},
+			{ID: "ns_live", NodeID: "node_2", ConnectedAt: t0, LastSeen: at(time.Hour)},
+		} {
+			if err := db.StartNodeSession(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, err := db.EndSessionsSeenBefore(ctx, at(30*time.Minute)); err != nil || n != 1 {
+			t.Errorf("EndSessionsSeenBefore = %d, %v; want 1, the session seen before", n, err)
+		}
+		live, err := db.NodeSessions(ctx, "node_2", t0)
+		if err != nil || len(live) != 1 || live[0].Ended {
+			t.Errorf("the live session: %+v, %v; want it open", live, err)
+		}
+		old, err := db.NodeSessions(ctx, "node_1", t0)
+		if err != nil || len(old) != 1 || !old[0].Ended || !old[0].LastSeen.Equal(at(time.Minute)) {
+			t.Errorf("the stale session: %+v, %v; want it ended at its last sighting", old, err)
+		}
+	})
+}
+
 func TestDB_EndOpenSessions(t *testing.T) {
 	sqlstore.ForEachDB(t, func(t *testing.T, db *sqlstore.DB) {
 		ctx := context.Background()
