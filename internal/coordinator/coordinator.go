@@ -243,6 +243,8 @@ func (c *Coordinator) readyz(w http.ResponseWriter, r *http.Request) {
 		status, reason = http.StatusServiceUnavailable, "shutting down"
 	} else if err := c.cfg.Store.Ping(r.Context()); err != nil {
 		status, reason = http.StatusServiceUnavailable, "database unavailable"
+	} else if c.Mesh != nil && !c.Mesh.Ready() {
+		status, reason = http.StatusServiceUnavailable, "joining the network: the other replicas' nodes are not in view yet"
 	}
 	w.WriteHeader(status)
 	if reason != "" {

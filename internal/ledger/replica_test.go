@@ -243,13 +243,14 @@ func TestSettle_Idempotent(t *testing.T) {
 			var wg sync.WaitGroup
 			for i := range 9 {
 				l := ls[i%3]
+				mine := r.bill(ls[0], id, 400) // the same bill, each settlement its own copy, as each replica has
 				wg.Go(func() {
 					var err error
 					switch i % 3 {
 					case 0:
-						err = l.Settle(ctx, bill, r.usage(id))
+						err = l.Settle(ctx, mine, r.usage(id))
 					case 1:
-						l.SettleLater(bill, r.usage(id))
+						l.SettleLater(mine, r.usage(id))
 					default:
 						_, err = ls[0].Recover(ctx) // the checkpoint's bill, racing the settlement
 					}

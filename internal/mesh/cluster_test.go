@@ -9,6 +9,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -299,7 +300,7 @@ type balancer struct {
 }
 
 func newBalancer(t *testing.T, urls []string) *httptest.Server {
-	lb := &balancer{urls: urls, ready: make([]bool, len(urls))}
+	lb := &balancer{urls: slices.Clone(urls), ready: make([]bool, len(urls))} // a restarted replica keeps its address
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go func() {

@@ -79,7 +79,13 @@ type Mesh struct {
 	asked   map[string]*asked         // jobs this replica asked others for, by job id
 	done    chan struct{}
 	leaving atomic.Bool // Leave was called: this replica shuts down
+	ready   atomic.Bool // the bucket's nodes are in view, and this replica's own published
 }
+
+// Ready reports whether the replica has the whole fleet in view: the nodes the bucket held when
+// it started watching, and its own nodes published. Until then it is not ready for buyers
+// (/readyz): it would refuse requests the network can serve.
+func (m *Mesh) Ready() bool { return m.ready.Load() }
 
 // grant is a slot this replica granted another, until its job comes.
 type grant struct {
@@ -133,6 +139,9 @@ func (m *Mesh) Run(ctx context.Context) error {
 			m.stop(published)
 			return nil
 		case e := <-watch.Updates():
+			if e == nil {
+				m.ready.Store(true) // the initial values are in
+			}
 			m.onEntry(e)
 		case <-m.cfg.Fleet.Changed():
 			if !m.leaving.Load() {
