@@ -73,8 +73,8 @@ type Config struct {
 	Replica string
 	// Bus connects the replica to its peers over NATS; nil: a network of one coordinator.
 	Bus *bus.Bus
-	// BusReplicas is how many copies the NATS cluster keeps of the shared buckets: 1 on one
-	// server (the default), 3 on a cluster of three or more.
+	// BusReplicas is how many copies the NATS cluster keeps of the fleet's bucket: 1 on one
+	// server, 3 on a cluster of three or more; 0: 3 when the bus knows three servers or more.
 	BusReplicas int
 
 	// Fleet holds the nodes' settings: heartbeats, how often they are recorded, whether new

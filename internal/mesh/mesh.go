@@ -59,7 +59,8 @@ type Config struct {
 	Fleet   *fleet.Fleet
 	Replica string // this replica's name, unique in the network
 	// Replicas is how many copies of the bucket the NATS cluster keeps: 1 on one server, 3
-	// on a cluster of three or more. Default 1.
+	// on a cluster of three or more. Default: 3 when the connection knows three servers or
+	// more, else 1 (as the rate limits' bucket).
 	Replicas int
 	Log      *slog.Logger
 }
@@ -97,6 +98,12 @@ type grant struct {
 func New(cfg Config) *Mesh {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = 1
+		if len(cfg.Bus.Conn.Servers()) >= 3 {
+			cfg.Replicas = 3
+		}
 	}
 	m := &Mesh{cfg: cfg, nc: cfg.Bus.Conn, log: cfg.Log, tokens: map[*fleet.Offer][]string{}, pending: map[string]*grant{},
 		owned: map[string]*owned{}, asked: map[string]*asked{}, done: make(chan struct{})}
