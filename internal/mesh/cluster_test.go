@@ -87,14 +87,8 @@ func TestCluster_EveryReplicaServesFromEveryOther(t *testing.T) {
 		}
 		stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: model, Seed: openai.Int(int64(10 + i)),
 			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt + ", streaming")}}, only(remote))
-		var text strings.Builder
-		for stream.Next() {
-			if ch := stream.Current(); len(ch.Choices) > 0 {
-				text.WriteString(ch.Choices[0].Delta.Content)
-			}
-		}
-		if err := stream.Err(); err != nil || text.String() != simAnswer(prompt+", streaming", int64(10+i)) {
-			t.Errorf("replica %d streamed %q, %v; want the simulated answer", i+1, text.String(), err)
+		if text, err := streamText(stream); err != nil || text != simAnswer(prompt+", streaming", int64(10+i)) {
+			t.Errorf("replica %d streamed %q, %v; want the simulated answer", i+1, text, err)
 		}
 	}
 	settledAndBalanced(t, env)
@@ -119,47 +113,15 @@ func settledAndBalanced(t *testing.T, env *testenv.Env) {
 func TestCluster_NoSlotDoubleBooked(t *testing.T) {
 	const slots = 2
 	env := cluster(t, func(c *testenv.Config) { c.Agent.MaxConcurrent = slots })
-	var most atomic.Int64
-	stop := make(chan struct{})
-	var watch sync.WaitGroup
-	watch.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(200 * time.Microsecond):
-			}
-			for i := range 3 {
-				if n := env.CoordinatorOf(i).Fleet.Node(nodeOn(env, i)); n != nil && n.Owner() == "" {
-					if r := int64(n.Offers[0].Running()); r > most.Load() {
-						most.Store(r)
-					}
-				}
+	raceForSlots(t, 100, slots, func(i int) openai.Client { return env.ClientOf(i % 3) }, func() int {
+		most := 0
+		for i := range 3 { // each node as its owner counts it
+			if n := env.CoordinatorOf(i).Fleet.Node(nodeOn(env, i)); n != nil && n.Owner() == "" {
+				most = max(most, n.Offers[0].Running())
 			}
 		}
+		return most
 	})
-	var wg sync.WaitGroup
-	var failed atomic.Int64
-	for i := range 100 {
-		wg.Go(func() {
-			client := env.ClientOf(i % 3)
-			_, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: model,
-				Seed: openai.Int(int64(i)), Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("race")}})
-			if err != nil {
-				t.Logf("request %d: %v", i, err)
-				failed.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	close(stop)
-	watch.Wait()
-	if most.Load() > slots {
-		t.Errorf("a node ran %d jobs at once; it has %d slots", most.Load(), slots)
-	}
-	if failed.Load() > 0 {
-		t.Errorf("%d of 100 requests failed; want every one answered", failed.Load())
-	}
 	settledAndBalanced(t, env)
 }
 
@@ -365,14 +327,9 @@ func TestCluster_RollingRestart(t *testing.T) {
 				} else {
 					stream := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{Model: model,
 						Seed: openai.Int(int64(i)), Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)}})
-					var text strings.Builder
-					for stream.Next() {
-						if ch := stream.Current(); len(ch.Choices) > 0 {
-							text.WriteString(ch.Choices[0].Delta.Content)
-						}
-					}
-					if err = stream.Err(); err == nil && text.String() != simAnswer(prompt, int64(i)) {
-						err = fmt.Errorf("answer %q differs from the undisturbed one", text.String())
+					var text string
+					if text, err = streamText(stream); err == nil && text != simAnswer(prompt, int64(i)) {
+						err = fmt.Errorf("answer %q differs from the undisturbed one", text)
 					}
 				}
 				if err != nil {

@@ -3,7 +3,6 @@ package mesh_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net"
 	"net/http"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/shareai/shareai/internal/bus"
 	"github.com/shareai/shareai/internal/coordinator"
@@ -111,17 +111,12 @@ func TestRemote_ServedByAnotherReplica(t *testing.T) {
 
 	stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: model, Seed: openai.Int(4),
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Stream it across replicas, please.")}})
-	var text strings.Builder
-	for stream.Next() {
-		if ch := stream.Current(); len(ch.Choices) > 0 {
-			text.WriteString(ch.Choices[0].Delta.Content)
-		}
-	}
-	if err := stream.Err(); err != nil {
+	text, err := streamText(stream)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if want := simAnswer("Stream it across replicas, please.", 4); text.String() != want {
-		t.Errorf("streamed %q; want %q", text.String(), want)
+	if want := simAnswer("Stream it across replicas, please.", 4); text != want {
+		t.Errorf("streamed %q; want %q", text, want)
 	}
 
 	acct, err := r.env.Store.KeyByHash(ctx, store.HashSecret(r.env.APIKey))
@@ -157,6 +152,14 @@ func TestRemote_NoSlotGivenTwice(t *testing.T) {
 		c.Sim = sim.Config{TokensPerSecond: 400}
 	})
 	node := r.env.Coordinator().Fleet.Node(r.env.Agents[0].NodeID())
+	raceForSlots(t, 30, slots, func(int) openai.Client { return r.clientA() }, func() int { return node.Offers[0].Running() })
+}
+
+// raceForSlots sends n requests at once, request i to client(i), watching the most jobs
+// running() reports at once: no node may run more than its slots, and every request must be
+// answered (waiting in the queue when the slots are busy).
+func raceForSlots(t testing.TB, n, slots int, client func(i int) openai.Client, running func() int) {
+	t.Helper()
 	var most atomic.Int64
 	stop := make(chan struct{})
 	var watch sync.WaitGroup
@@ -165,26 +168,21 @@ func TestRemote_NoSlotGivenTwice(t *testing.T) {
 			select {
 			case <-stop:
 				return
-			default:
+			case <-time.After(200 * time.Microsecond):
 			}
-			if n := int64(node.Offers[0].Running()); n > most.Load() {
-				most.Store(n)
+			if r := int64(running()); r > most.Load() {
+				most.Store(r)
 			}
-			time.Sleep(200 * time.Microsecond)
 		}
 	})
-	client := r.clientA()
 	var wg sync.WaitGroup
 	var failed atomic.Int64
-	for i := range 30 {
+	for i := range n {
 		wg.Go(func() {
-			_, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: model, Seed: openai.Int(int64(i)),
-				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("race")}})
-			if err != nil {
-				var ae *openai.Error
-				if errors.As(err, &ae) {
-					t.Logf("request %d: %d %s", i, ae.StatusCode, ae.Message)
-				}
+			c := client(i)
+			if _, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: model, Seed: openai.Int(int64(i)),
+				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("race")}}); err != nil {
+				t.Logf("request %d: %v", i, err)
 				failed.Add(1)
 			}
 		})
@@ -192,10 +190,21 @@ func TestRemote_NoSlotGivenTwice(t *testing.T) {
 	wg.Wait()
 	close(stop)
 	watch.Wait()
-	if most.Load() > slots {
-		t.Errorf("B's node ran %d jobs at once; it has %d slots", most.Load(), slots)
+	if most.Load() > int64(slots) {
+		t.Errorf("a node ran %d jobs at once; it has %d slots", most.Load(), slots)
 	}
 	if failed.Load() > 0 {
-		t.Errorf("%d of 30 requests failed; want every one answered", failed.Load())
+		t.Errorf("%d of %d requests failed; want every one answered", failed.Load(), n)
 	}
+}
+
+// streamText reads a streamed chat to its end: its text, and the stream's error.
+func streamText(stream *ssestream.Stream[openai.ChatCompletionChunk]) (string, error) {
+	var text strings.Builder
+	for stream.Next() {
+		if ch := stream.Current(); len(ch.Choices) > 0 {
+			text.WriteString(ch.Choices[0].Delta.Content)
+		}
+	}
+	return text.String(), stream.Err()
 }
