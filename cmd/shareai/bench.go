@@ -31,7 +31,12 @@ afterwards); they share this machine's CPUs with the load.
 
 --hold measures the coordinator's memory per open stream: it opens -c streams at once against
 a slow network, waits until each has its first token, reads the memory from --metrics (the
-coordinator's Prometheus endpoint), and closes them. A progress bar goes to stderr when it is
+coordinator's Prometheus endpoint), and closes them.
+
+--batch N runs one batch of N lines through the Batch API (/v1/files, /v1/batches) and
+reports its throughput and whether every line was answered exactly once; the live load (-c,
+-n or --duration, streamed) runs first alone and then again beside the batch, so that the
+report shows what the batch costs live requests' time to first token. A progress bar goes to stderr when it is
 a terminal; the report goes to stdout. Ctrl-C stops early and reports what finished.`
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -74,13 +79,20 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	progress := bench.NewBar(stderr, isTerminal(stderr))
 	var rep *bench.Report
-	if cfg.Hold {
+	switch {
+	case cfg.Batch > 0:
+		rep, err = bench.RunBatch(ctx, bench.BatchConfig{
+			BaseURL: baseURL, APIKey: key, Model: model, Lines: cfg.Batch, MaxTokens: cfg.MaxTokens, Prompt: cfg.Prompt,
+			Live: bench.Config{Requests: cfg.Count(), Duration: cfg.Duration, Concurrency: cfg.Concurrency, Stream: true, Timeout: cfg.Timeout},
+			Client: client, Progress: progress,
+		})
+	case cfg.Hold:
 		rep, err = bench.RunHold(ctx, bench.HoldConfig{
 			BaseURL: baseURL, APIKey: key, Model: model, Streams: cfg.Concurrency, MaxTokens: cfg.MaxTokens,
 			Prompt: cfg.Prompt, MetricsURL: cfg.Metrics, Settle: cfg.Settle, Timeout: cfg.Timeout,
 			Client: client, Progress: progress,
 		})
-	} else {
+	default:
 		rep, err = bench.Run(ctx, bench.Config{
 			BaseURL: baseURL, APIKey: key, Model: model, Requests: cfg.Count(), Duration: cfg.Duration,
 			Concurrency: cfg.Concurrency, Stream: cfg.Stream, MaxTokens: cfg.MaxTokens, Prompt: cfg.Prompt,
@@ -100,6 +112,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if err != nil {
 		return err
+	}
+	if b := rep.Batch; b != nil && (b.Status != "completed" || b.Duplicates+b.Missing > 0) {
+		return fmt.Errorf("batch %s ended %s, with %d duplicate and %d missing answers", b.ID, b.Status, b.Duplicates, b.Missing)
 	}
 	if rep.OK == 0 && rep.Failed > 0 {
 		return errors.New("every request failed")

@@ -46,7 +46,8 @@ type Report struct {
 	// over the time from its first to its last chunk with content.
 	StreamTokensPerSecond *Percentiles `json:"stream_tokens_per_second,omitempty"`
 
-	Hold *Hold `json:"hold,omitempty"` // hold mode's memory readings
+	Hold  *Hold     `json:"hold,omitempty"`  // hold mode's memory readings
+	Batch *BatchRun `json:"batch,omitempty"` // batch mode's figures
 }
 
 // ErrorGroup is the failed requests of one HTTP status and error code, with the first one's
@@ -156,6 +157,15 @@ func summarize(ts []*tally, wall time.Duration) *Report {
 // WriteText writes the report for people.
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
+	if r.Batch != nil {
+		fmt.Fprintf(&b, "%s at %s: max_tokens %d\n", r.Model, r.URL, r.MaxTokens)
+		if r.Network != "" {
+			fmt.Fprintf(&b, "Network: %s\n", r.Network)
+		}
+		r.Batch.writeText(&b)
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
 	mode := "not streamed"
 	if r.Stream {
 		mode = "streamed"

@@ -28,6 +28,9 @@ type Bench struct {
 	Metrics string // the coordinator's Prometheus endpoint
 	Settle  time.Duration
 
+	// Batch mode: one batch of Batch lines beside the live load; 0: off.
+	Batch int
+
 	// The in-process network, without URL.
 	Providers     int
 	SimTTFT       time.Duration
@@ -62,6 +65,7 @@ func (b *Bench) Flags(fs *flag.FlagSet) {
 	fs.BoolVar(&b.Hold, "hold", false, "memory mode: open -c slow streams at once, wait until each has its first token, read the coordinator's memory from --metrics, then close them")
 	fs.StringVar(&b.Metrics, "metrics", "", "--hold: the coordinator's Prometheus endpoint, such as http://127.0.0.1:9464/metrics")
 	fs.DurationVar(&b.Settle, "settle", 2*time.Second, "--hold: how long all streams stay open before the memory is read")
+	fs.IntVar(&b.Batch, "batch", 0, "batch mode: run one batch of this many lines through the Batch API, with the live load (-c, -n or --duration, streamed) run first alone and again beside the batch; report the batch's throughput and the live requests' time to first token both ways")
 	fs.IntVar(&b.Providers, "providers", 2, "without --url: simulated providers of the network bench starts")
 	fs.DurationVar(&b.SimTTFT, "sim-ttft", 150*time.Millisecond, "without --url: the simulated providers' time to first token")
 	fs.Float64Var(&b.SimTPS, "sim-tps", 60, "without --url: the simulated providers' tokens per second (0: no delay; with --hold, default 1)")
@@ -124,6 +128,12 @@ func (b *Bench) Validate() error {
 	}
 	if b.Hold && !b.Stream {
 		errs = append(errs, &FieldError{"hold", "holds streams open: it cannot be used with --stream=false"})
+	}
+	if b.Batch < 0 || b.Batch > 50_000 {
+		errs = append(errs, &FieldError{"batch", "must be between 0 and 50000 lines, the most a batch holds"})
+	}
+	if b.Batch > 0 && b.Hold {
+		errs = append(errs, &FieldError{"batch", "cannot be used with --hold"})
 	}
 	if b.Settle < 0 {
 		errs = append(errs, &FieldError{"settle", "must not be negative"})
