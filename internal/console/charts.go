@@ -30,17 +30,22 @@ type Series struct {
 // UnitUSD is Chart.Unit for amounts of dollars.
 const UnitUSD = "$"
 
-// The chart's geometry, in the SVG's own units: the viewBox scales it to its box's width, so
-// it fits a phone as a desktop. CSS (static/style.css, .chart) colours and sizes its text.
+// The chart's geometry. The SVG has no viewBox, so it is never scaled and its text is drawn at
+// the page's text size (static/style.css, .chart-svg text) however wide the chart is: across,
+// positions are percentages of the plot's width; down, CSS pixels. The value axis's ticks are
+// written outside the SVG's box, in the margin that style.css leaves at its start.
 const (
-	chartW      = 480
-	chartH      = 220
-	chartAxis   = 60 // the side of the value axis
-	chartEdge   = 8  // the other side
-	chartTop    = 12
-	chartBottom = 26 // the labels' row
-	chartColors = 8  // classes s0…s7
-	labelWidth  = 72 // room a label needs; fewer labels are written when they would overlap
+	chartH      = 168 // the SVG's height: the plot and the labels' row
+	chartTop    = 10  // room above the top tick, whose label is centred on its line
+	chartBottom = 28  // the labels' row
+	chartColors = 8   // classes s0…s7
+	chartGap    = 8   // between a tick's label and the plot
+	labelWidth  = 80  // pixels a day's label needs; fewer labels are written when they would overlap
+	// The plot's width in pixels that the labels are thinned for: every chart is at least
+	// narrowPlot wide (a phone); those at least widePlot wide (style.css's container query,
+	// .chart-svg .label.more) write more of them.
+	narrowPlot = 260
+	widePlot   = 720
 )
 
 // renderChart draws ch in lang. In a right-to-left language the chart is mirrored: the first
@@ -102,38 +107,38 @@ func (c *Console) renderChart(lang string, ch Chart) template.HTML {
 		return "$" + c.compact(lang, v, step, top)
 	}
 
-	// The plot's box, and where the axis and label i go.
-	left, right := float64(chartAxis), float64(chartW-chartEdge)
-	axisX := float64(chartAxis) / 2
-	if rtl {
-		left, right = chartEdge, chartW-chartAxis
-		axisX = chartW - float64(chartAxis)/2
+	// Where label j's band is, in percent of the plot's width.
+	band := 100 / float64(n)
+	bandX := func(j int) float64 { // the start edge of label j's band, from the left
+		if rtl {
+			return 100 - float64(j+1)*band
+		}
+		return float64(j) * band
 	}
 	y0, y1 := float64(chartTop), float64(chartH-chartBottom)
-	band := (right - left) / float64(n)
-	bandX := func(j int) float64 { // the left edge of label j's band
-		if rtl {
-			return right - float64(j+1)*band
-		}
-		return left + float64(j)*band
-	}
 	yOf := func(v float64) float64 { return y1 - v/top*(y1-y0) }
 
 	fmt.Fprintf(&b, `<figure class="chart"><figcaption>%s</figcaption>`, caption)
-	fmt.Fprintf(&b, `<svg class="chart-svg" viewBox="0 0 %d %d" xmlns="http://www.w3.org/2000/svg" role="img" aria-label="%s" focusable="false"><title>%s</title>`,
-		chartW, chartH, esc(ch.Title), esc(ch.Title))
+	fmt.Fprintf(&b, `<svg class="chart-svg" width="100%%" height="%d" xmlns="http://www.w3.org/2000/svg" role="img" aria-label="%s" focusable="false"><title>%s</title>`,
+		chartH, esc(ch.Title), esc(ch.Title))
 
-	// The value axis: grid lines and their values.
+	// The value axis: grid lines and their values, in the margin before the plot. The values
+	// are numbers, written left to right in either direction.
+	tickX, tickDX, tickAnchor := "0", -chartGap, "end"
+	if rtl {
+		tickX, tickDX, tickAnchor = "100%", chartGap, "start"
+	}
 	b.WriteString(`<g class="chart-grid" aria-hidden="true">`)
 	for v := 0.0; v <= top+step/2; v += step {
 		y := yOf(v)
-		fmt.Fprintf(&b, `<line class="grid" x1="%s" x2="%s" y1="%s" y2="%s"/>`, f1(left), f1(right), f1(y), f1(y))
-		fmt.Fprintf(&b, `<text class="tick" x="%s" y="%s" text-anchor="middle">%s</text>`, f1(axisX), f1(y+4), esc(tick(v)))
+		fmt.Fprintf(&b, `<line class="grid" x1="0" x2="100%%" y1="%s" y2="%s"/>`, f1(y), f1(y))
+		fmt.Fprintf(&b, `<text class="tick" x="%s" dx="%d" y="%s" dy="0.35em" direction="ltr" text-anchor="%s">%s</text>`,
+			tickX, tickDX, f1(y), tickAnchor, esc(tick(v)))
 	}
-	fmt.Fprintf(&b, `<line class="axis" x1="%s" x2="%s" y1="%s" y2="%s"/></g>`, f1(left), f1(right), f1(y1), f1(y1))
+	fmt.Fprintf(&b, `<line class="axis" x1="0" x2="100%%" y1="%s" y2="%s"/></g>`, f1(y1), f1(y1))
 
 	// The bars, each with its value as a tooltip.
-	widest := 48.0 // a bar; a few labels must not make slabs
+	widest := 10.0 // percent of the plot: a few labels must not make slabs
 	if ch.Grouped {
 		widest *= float64(len(ch.Series))
 	}
@@ -167,17 +172,23 @@ func (c *Console) renderChart(lang string, ch Chart) template.HTML {
 				tip = c.i18n.T(lang, "layout.chart.point_unnamed", ch.Labels[j], value(v))
 			}
 			fmt.Fprintf(&b, `<rect class="bar s%d" x="%s" y="%s" width="%s" height="%s"><title>%s</title></rect>`,
-				i%chartColors, f1(x), f1(yb-h), f1(math.Max(w-1, 1)), f1(h), esc(tip))
+				i%chartColors, pc(x), f1(yb-h), pc(math.Max(w-0.2, 0.1)), f1(h), esc(tip))
 		}
 	}
 	b.WriteString(`</g>`)
 
-	// The labels, every k-th when they would overlap.
-	every := int(math.Ceil(float64(n) * labelWidth / (right - left)))
+	// The labels: on a narrow chart every k-th, where they would overlap; the others ("more")
+	// only where the chart is wide enough for them.
+	wide := labelStep(n, widePlot)
+	narrow := (labelStep(n, narrowPlot) + wide - 1) / wide * wide // a multiple: the wide labels include the narrow ones
 	b.WriteString(`<g class="chart-labels" aria-hidden="true">`)
-	for j := 0; j < n; j += max(every, 1) {
-		fmt.Fprintf(&b, `<text class="label" x="%s" y="%s" text-anchor="middle">%s</text>`,
-			f1(bandX(j)+band/2), f1(y1+17), esc(shorten(ch.Labels[j], 10)))
+	for j := 0; j < n; j += wide {
+		class := "label"
+		if j%narrow != 0 {
+			class = "label more"
+		}
+		fmt.Fprintf(&b, `<text class="%s" x="%s" y="%s" text-anchor="middle">%s</text>`,
+			class, pc(bandX(j)+band/2), f1(y1+20), esc(shorten(ch.Labels[j], 10)))
 	}
 	b.WriteString(`</g></svg>`)
 
@@ -208,6 +219,12 @@ func (c *Console) renderChart(lang string, ch Chart) template.HTML {
 	}
 	b.WriteString(`</tbody></table></div></details></figure>`)
 	return template.HTML(b.String())
+}
+
+// labelStep is how many labels apart those written are, for n labels on a plot of width
+// pixels: 1 when they all fit.
+func labelStep(n int, width float64) int {
+	return max(int(math.Ceil(float64(n)*labelWidth/width)), 1)
 }
 
 // niceScale picks the value axis: a step of 1, 2 or 5 times a power of ten, and a top that is
@@ -267,6 +284,9 @@ func shorten(s string, n int) string {
 	r := []rune(s)
 	return string(r[:n-1]) + "…"
 }
+
+// pc writes an SVG coordinate in percent of the plot's width, with two decimals.
+func pc(v float64) string { return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", v), "0"), ".") + "%" }
 
 // f1 writes an SVG coordinate with one decimal.
 func f1(v float64) string { return strings.TrimSuffix(fmt.Sprintf("%.1f", v), ".0") }
