@@ -286,7 +286,9 @@ func shorten(s string, n int) string {
 }
 
 // pc writes an SVG coordinate in percent of the plot's width, with two decimals.
-func pc(v float64) string { return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", v), "0"), ".") + "%" }
+func pc(v float64) string {
+	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", v), "0"), ".") + "%"
+}
 
 // f1 writes an SVG coordinate with one decimal.
 func f1(v float64) string { return strings.TrimSuffix(fmt.Sprintf("%.1f", v), ".0") }
