@@ -404,7 +404,7 @@ func TestBuyer_Requests(t *testing.T) {
 	}
 	_, page = u.get("/buyer/requests")
 	for id, want := range map[string]string{queued.RequestID: "Flex (bronze)", rec.RequestID: "Default (silver)"} {
-		if row := regexp.MustCompile(`(?s)<tr data-request-id="` + id + `".*?</tr>`).FindString(page); !strings.Contains(row, `<td class="tier">`+want+`</td>`) {
+		if row := regexp.MustCompile(`(?s)<tr data-request-id="` + id + `".*?</tr>`).FindString(page); !strings.Contains(row, `<small class="tier">`+want+`</small>`) {
 			t.Errorf("GET /buyer/requests: %s's row %q; want its tier, %s", id, row, want)
 		}
 	}
