@@ -35,7 +35,7 @@ const UnitUSD = "$"
 // positions are percentages of the plot's width; down, CSS pixels. The value axis's ticks are
 // written outside the SVG's box, in the margin that style.css leaves at its start.
 const (
-	chartH      = 168 // the SVG's height: the plot and the labels' row
+	chartH      = 160 // the SVG's height: the plot and the labels' row
 	chartTop    = 10  // room above the top tick, whose label is centred on its line
 	chartBottom = 28  // the labels' row
 	chartColors = 8   // classes s0…s7
@@ -118,9 +118,24 @@ func (c *Console) renderChart(lang string, ch Chart) template.HTML {
 	y0, y1 := float64(chartTop), float64(chartH-chartBottom)
 	yOf := func(v float64) float64 { return y1 - v/top*(y1-y0) }
 
+	// The ticks, and the margin they need (style.css: .chart-svg.axis-s, -m, -l).
+	var ticks []string
+	longest := 0
+	for v := 0.0; v <= top+step/2; v += step {
+		ticks = append(ticks, tick(v))
+		longest = max(longest, utf8.RuneCountInString(ticks[len(ticks)-1]))
+	}
+	axis := "axis-l"
+	switch {
+	case longest <= 4:
+		axis = "axis-s"
+	case longest <= 7:
+		axis = "axis-m"
+	}
+
 	fmt.Fprintf(&b, `<figure class="chart"><figcaption>%s</figcaption>`, caption)
-	fmt.Fprintf(&b, `<svg class="chart-svg" width="100%%" height="%d" xmlns="http://www.w3.org/2000/svg" role="img" aria-label="%s" focusable="false"><title>%s</title>`,
-		chartH, esc(ch.Title), esc(ch.Title))
+	fmt.Fprintf(&b, `<svg class="chart-svg %s" width="100%%" height="%d" xmlns="http://www.w3.org/2000/svg" role="img" aria-label="%s" focusable="false"><title>%s</title>`,
+		axis, chartH, esc(ch.Title), esc(ch.Title))
 
 	// The value axis: grid lines and their values, in the margin before the plot. The values
 	// are numbers, written left to right in either direction.
@@ -129,11 +144,11 @@ func (c *Console) renderChart(lang string, ch Chart) template.HTML {
 		tickX, tickDX, tickAnchor = "100%", chartGap, "start"
 	}
 	b.WriteString(`<g class="chart-grid" aria-hidden="true">`)
-	for v := 0.0; v <= top+step/2; v += step {
-		y := yOf(v)
+	for i, label := range ticks {
+		y := yOf(float64(i) * step)
 		fmt.Fprintf(&b, `<line class="grid" x1="0" x2="100%%" y1="%s" y2="%s"/>`, f1(y), f1(y))
 		fmt.Fprintf(&b, `<text class="tick" x="%s" dx="%d" y="%s" dy="0.35em" direction="ltr" text-anchor="%s">%s</text>`,
-			tickX, tickDX, f1(y), tickAnchor, esc(tick(v)))
+			tickX, tickDX, f1(y), tickAnchor, esc(label))
 	}
 	fmt.Fprintf(&b, `<line class="axis" x1="0" x2="100%%" y1="%s" y2="%s"/></g>`, f1(y1), f1(y1))
 

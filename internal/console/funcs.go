@@ -21,6 +21,7 @@ import (
 //	                               cent or 2 significant digits: "$12.50", "$0.0012" (see money)
 //	price $ p                      money.Price (or api.USD) per million tokens, to the cent or 4
 //	                               significant digits: "$0.15 / 1M", "$0.075 / 1M" (see money)
+//	price $ in out                 an input and an output price: "$0.05 / $0.10 per 1M"
 //	date $ t, datetime $ t         time.Time or *time.Time in UTC: "2025-03-21", "2025-03-21 13:05 UTC";
 //	                               in Persian the Solar Hijri date: "۱۴۰۴/۰۱/۰۱"; zero or nil: "—"
 //	day $ t                        a short day for chart labels and headings: "Mar 21", "۱ فروردین"
@@ -54,12 +55,22 @@ func (c *Console) funcs() template.FuncMap {
 			}
 			return c.loc(p).usd(n), nil
 		},
-		"price": func(p Page, v any) (string, error) {
-			n, ok := toInt64(v)
-			if !ok {
-				return "", fmt.Errorf("price: %T is not a price in nano-dollars per million tokens", v)
+		"price": func(p Page, v any, out ...any) (string, error) {
+			var ps []string
+			for _, v := range append([]any{v}, out...) {
+				n, ok := toInt64(v)
+				if !ok {
+					return "", fmt.Errorf("price: %T is not a price in nano-dollars per million tokens", v)
+				}
+				ps = append(ps, c.loc(p).price(n))
 			}
-			return c.i18n.T(p.Lang, "layout.price.per_million", c.loc(p).price(n)), nil
+			switch len(ps) {
+			case 1:
+				return c.i18n.T(p.Lang, "layout.price.per_million", ps[0]), nil
+			case 2:
+				return c.i18n.T(p.Lang, "layout.price.in_out_per_million", ps[0], ps[1]), nil
+			}
+			return "", fmt.Errorf("price: %d prices, want one, or input and output", len(ps))
 		},
 		"date": func(p Page, v any) (string, error) {
 			t, err := toTime(v)
