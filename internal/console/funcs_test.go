@@ -210,7 +210,7 @@ func TestErrorPage(t *testing.T) {
 	c := uiConsole(t)
 	for lang, want := range map[string]string{"en": "This page does not exist.", "fa": "این صفحه وجود ندارد."} {
 		var b strings.Builder
-		err := c.pages["error"].ExecuteTemplate(&b, "layout.html", Page{Lang: lang, Dir: c.i18n.Dir(lang), Data: map[string]string{"Message": "error.not_found"}})
+		err := c.pages["error"].ExecuteTemplate(&b, "layout.html", Page{Lang: lang, Dir: c.i18n.Dir(lang), Data: errorPage{Title: "error.title_not_found", Message: "error.not_found", Status: 404}})
 		if err != nil || !strings.Contains(b.String(), want) || !strings.Contains(b.String(), `href="/"`) {
 			t.Errorf("%s error page, %v: want %q and a link home:\n%s", lang, err, want, b.String())
 		}
