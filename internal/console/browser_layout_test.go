@@ -98,37 +98,43 @@ func TestBrowser_ProviderFirstScreen(t *testing.T) {
 	if bottom := evalJS[float64](t, prov, `document.querySelector("#nodes tbody tr").getBoundingClientRect().bottom`); bottom > screenH {
 		t.Errorf("the nodes table's first row ends at %.0f px, below the first screen (%d px)", bottom, screenH)
 	}
-	// Each label's size on the screen: its computed font size times the SVG's scale.
+	chartLabelsReadable(t, prov, "/provider")
+	shootScreen(t, prov, "provider")
+	shoot(t, prov, "provider-many-nodes")
+}
+
+// chartLabelsReadable checks the page's charts: every axis label is drawn at the body text's
+// size (its computed size times the SVG's scale on the screen), within its chart, and no two
+// overlap.
+func chartLabelsReadable(t *testing.T, ctx context.Context, page string) {
+	t.Helper()
 	type size struct{ Computed, Screen, Body float64 }
-	sizes := evalJS[[]size](t, prov, `Array.from(document.querySelectorAll(".chart-svg text.tick, .chart-svg text.label")).map(el => {
+	sizes := evalJS[[]size](t, ctx, `Array.from(document.querySelectorAll(".chart-svg text.tick, .chart-svg text.label")).map(el => {
 		const f = parseFloat(getComputedStyle(el).fontSize);
 		return {Computed: f, Screen: f * el.ownerSVGElement.getScreenCTM().a, Body: parseFloat(getComputedStyle(document.body).fontSize)};
 	})`)
 	if len(sizes) < 4 {
-		t.Fatalf("%d axis labels in the earnings chart, want its ticks and days", len(sizes))
+		t.Fatalf("%s: %d axis labels in its charts, want their ticks and days", page, len(sizes))
 	}
 	for _, s := range sizes {
 		if s.Computed < s.Body || s.Screen < s.Body || s.Screen > 1.25*s.Body {
-			t.Errorf("an axis label is %.1f px (computed %.1f px), the body text %.1f px: want the text's size", s.Screen, s.Computed, s.Body)
+			t.Errorf("%s: an axis label is %.1f px on the screen (computed %.1f px), the body text %.1f px: want the text's size", page, s.Screen, s.Computed, s.Body)
 			break
 		}
 	}
-	// No label is cut off at the chart's edges, nor do two overlap.
-	overlaps := evalJS[[]string](t, prov, `(() => {
-		const out = [], fig = document.querySelector(".chart").getBoundingClientRect();
-		const boxes = Array.from(document.querySelectorAll(".chart-svg text")).filter(el => getComputedStyle(el).display !== "none").map(el => [el.textContent, el.getBoundingClientRect()]);
-		for (const [s, b] of boxes) if (b.left < fig.left - 1 || b.right > fig.right + 1) out.push(s + " outside the chart");
+	bad := evalJS[[]string](t, ctx, `Array.from(document.querySelectorAll(".chart")).flatMap(chart => {
+		const out = [], fig = chart.getBoundingClientRect();
+		const boxes = Array.from(chart.querySelectorAll(".chart-svg text")).filter(el => getComputedStyle(el).display !== "none").map(el => [el.textContent, el.getBoundingClientRect()]);
+		for (const [s, b] of boxes) if (b.left < fig.left - 1 || b.right > fig.right + 1) out.push(s + " outside its chart");
 		for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
 			const [s, a] = boxes[i], [u, b] = boxes[j];
 			if (a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom) out.push(s + " over " + u);
 		}
 		return out;
-	})()`)
-	if len(overlaps) > 0 {
-		t.Errorf("chart labels: %v", overlaps)
+	})`)
+	if len(bad) > 0 {
+		t.Errorf("%s: chart labels: %v", page, bad)
 	}
-	shootScreen(t, prov, "provider")
-	shoot(t, prov, "provider-many-nodes")
 }
 
 // A buyer's last hundred requests (long model names, node ids, every outcome and tier) fit a
@@ -156,7 +162,7 @@ func TestBrowser_RequestsFitTheScreen(t *testing.T) {
 			NodeID: nodeIDs[i%len(nodeIDs)], Endpoint: "chat", Stream: i%2 == 0, PromptTokens: 1234 + i*97, CompletionTokens: 100_000 + i*13,
 			TTFT: time.Duration(100+i) * time.Millisecond, Duration: time.Duration(12_345+i*1000) * time.Millisecond, Outcome: outcomes[i%len(outcomes)],
 			Region: []string{"eu-west-1", "ap-southeast-2", "us-east-2"}[i%3], Cost: money.Nanos(1_234_567_891 * int64(i%5)),
-			CreatedAt: time.Now().Add(-time.Duration(i) * time.Minute), ServiceTier: tiers[i%len(tiers)]})
+			CreatedAt: time.Now().Add(-time.Duration(i) * 97 * time.Minute), ServiceTier: tiers[i%len(tiers)]})
 	}
 	if err := env.Store.InsertUsage(ctx, us); err != nil {
 		t.Fatal(err)
@@ -189,6 +195,11 @@ func TestBrowser_RequestsFitTheScreen(t *testing.T) {
 		}
 		shootScreen(t, buyer, "buyer-requests-"+lang)
 		shoot(t, buyer, "buyer-requests-100-"+lang)
+
+		// The overview's six charts of the same requests, two to a row.
+		open(t, buyer, env.URL+"/buyer", "#credits")
+		chartLabelsReadable(t, buyer, lang+" /buyer")
+		shoot(t, buyer, "buyer-overview-100-"+lang)
 	}
 }
 

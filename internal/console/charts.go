@@ -35,18 +35,23 @@ const UnitUSD = "$"
 // positions are percentages of the plot's width; down, CSS pixels. The value axis's ticks are
 // written outside the SVG's box, in the margin that style.css leaves at its start.
 const (
-	chartH      = 160 // the SVG's height: the plot and the labels' row
+	chartH      = 166 // the SVG's height: the plot and the labels' row
 	chartTop    = 10  // room above the top tick, whose label is centred on its line
-	chartBottom = 28  // the labels' row
+	chartBottom = 34  // the labels' row
 	chartColors = 8   // classes s0…s7
 	chartGap    = 8   // between a tick's label and the plot
 	labelWidth  = 80  // pixels a day's label needs; fewer labels are written when they would overlap
-	// The plot's width in pixels that the labels are thinned for: every chart is at least
-	// narrowPlot wide (a phone); those at least widePlot wide (style.css's container query,
-	// .chart-svg .label.more) write more of them.
-	narrowPlot = 260
-	widePlot   = 720
+	chartLabelY = 27  // the labels' baseline below the plot: clear of the lowest tick's label
 )
+
+// labelPlots are the plot widths, in pixels, that a chart's labels are thinned for, narrowest
+// first, with the class of the labels written only from that width on: every chart is at
+// least 260 px wide (a phone); style.css's container queries (.chart-svg .label.m, .w) show
+// the others on charts of the width.
+var labelPlots = []struct {
+	width float64
+	class string
+}{{260, ""}, {440, " m"}, {720, " w"}}
 
 // renderChart draws ch in lang. In a right-to-left language the chart is mirrored: the first
 // label (the oldest day) is at the right and the value axis on the right, so that the chart
@@ -137,18 +142,18 @@ func (c *Console) renderChart(lang string, ch Chart) template.HTML {
 	fmt.Fprintf(&b, `<svg class="chart-svg %s" width="100%%" height="%d" xmlns="http://www.w3.org/2000/svg" role="img" aria-label="%s" focusable="false"><title>%s</title>`,
 		axis, chartH, esc(ch.Title), esc(ch.Title))
 
-	// The value axis: grid lines and their values, in the margin before the plot. The values
-	// are numbers, written left to right in either direction.
-	tickX, tickDX, tickAnchor := "0", -chartGap, "end"
+	// The value axis: grid lines and their values, in the margin before the plot: each value
+	// ends (text-anchor, in the page's direction) a gap before the plot's edge.
+	tickX, tickDX := "0", -chartGap
 	if rtl {
-		tickX, tickDX, tickAnchor = "100%", chartGap, "start"
+		tickX, tickDX = "100%", chartGap
 	}
 	b.WriteString(`<g class="chart-grid" aria-hidden="true">`)
 	for i, label := range ticks {
 		y := yOf(float64(i) * step)
 		fmt.Fprintf(&b, `<line class="grid" x1="0" x2="100%%" y1="%s" y2="%s"/>`, f1(y), f1(y))
-		fmt.Fprintf(&b, `<text class="tick" x="%s" dx="%d" y="%s" dy="0.35em" direction="ltr" text-anchor="%s">%s</text>`,
-			tickX, tickDX, f1(y), tickAnchor, esc(label))
+		fmt.Fprintf(&b, `<text class="tick" x="%s" dx="%d" y="%s" dy="0.35em" text-anchor="end">%s</text>`,
+			tickX, tickDX, f1(y), esc(label))
 	}
 	fmt.Fprintf(&b, `<line class="axis" x1="0" x2="100%%" y1="%s" y2="%s"/></g>`, f1(y1), f1(y1))
 
@@ -192,18 +197,27 @@ func (c *Console) renderChart(lang string, ch Chart) template.HTML {
 	}
 	b.WriteString(`</g>`)
 
-	// The labels: on a narrow chart every k-th, where they would overlap; the others ("more")
-	// only where the chart is wide enough for them.
-	wide := labelStep(n, widePlot)
-	narrow := (labelStep(n, narrowPlot) + wide - 1) / wide * wide // a multiple: the wide labels include the narrow ones
+	// The labels: every k-th where they would overlap, k smaller on a wider chart; each wider
+	// chart's labels include the narrower's.
+	steps := make([]int, len(labelPlots))
+	for i := len(labelPlots) - 1; i >= 0; i-- {
+		steps[i] = labelStep(n, labelPlots[i].width)
+		if i < len(labelPlots)-1 {
+			k := steps[i+1]
+			steps[i] = (steps[i] + k - 1) / k * k // a multiple of the wider chart's step
+		}
+	}
 	b.WriteString(`<g class="chart-labels" aria-hidden="true">`)
-	for j := 0; j < n; j += wide {
+	for j := 0; j < n; j += steps[len(steps)-1] {
 		class := "label"
-		if j%narrow != 0 {
-			class = "label more"
+		for i, p := range labelPlots {
+			if j%steps[i] == 0 {
+				class += p.class
+				break
+			}
 		}
 		fmt.Fprintf(&b, `<text class="%s" x="%s" y="%s" text-anchor="middle">%s</text>`,
-			class, pc(bandX(j)+band/2), f1(y1+20), esc(shorten(ch.Labels[j], 10)))
+			class, pc(bandX(j)+band/2), f1(y1+chartLabelY), esc(shorten(ch.Labels[j], 10)))
 	}
 	b.WriteString(`</g></svg>`)
 
