@@ -101,6 +101,13 @@ func TestBrowser_ProviderFirstScreen(t *testing.T) {
 	chartLabelsReadable(t, prov, "/provider")
 	shootScreen(t, prov, "provider")
 	shoot(t, prov, "provider-many-nodes")
+
+	// The provider's other pages with charts: earnings, and a node's record and earnings.
+	for path, sel := range map[string]string{"/provider/earnings": "#earnings-pending", "/provider/nodes/" + a.NodeID(): "#node-status"} {
+		open(t, prov, env.URL+path, sel)
+		chartLabelsReadable(t, prov, path)
+		shoot(t, prov, "provider"+strings.ReplaceAll(strings.TrimPrefix(path, "/provider"), "/", "-"))
+	}
 }
 
 // chartLabelsReadable checks the page's charts: every axis label is drawn at the body text's
