@@ -190,3 +190,42 @@ func TestChart_USD(t *testing.T) {
 		}
 	}
 }
+
+// Labels are thinned for the chart's width: a phone's chart writes few enough to fit 260 px,
+// a wide one up to what fits 720 px, each including the narrower's; a few labels are all
+// written on every chart.
+func TestChart_LabelsThinned(t *testing.T) {
+	c := uiConsole(t)
+	classRE := regexp.MustCompile(`<text class="label( m| w)?" x="([0-9.]+)%"`)
+	for _, tt := range []struct {
+		n                 int
+		always, mid, wide int // labels on a phone's, a half-width and a full-width chart
+	}{
+		{30, 2, 4, 8},
+		{7, 2, 4, 7},
+		{4, 2, 4, 4},
+		{2, 2, 2, 2},
+	} {
+		ch := Chart{Title: "t", Series: []Series{{Values: make([]float64, tt.n)}}}
+		for i := range tt.n {
+			ch.Labels = append(ch.Labels, strconv.Itoa(i))
+			ch.Series[0].Values[i] = 1
+		}
+		var always, mid, wide int
+		for _, m := range classRE.FindAllStringSubmatch(string(c.renderChart("en", ch)), -1) {
+			wide++
+			if m[1] != " w" {
+				mid++
+			}
+			if m[1] == "" {
+				always++
+			}
+		}
+		if always != tt.always || mid != tt.mid || wide != tt.wide {
+			t.Errorf("%d labels: %d always, %d from 440 px, %d from 720 px; want %d, %d, %d", tt.n, always, mid, wide, tt.always, tt.mid, tt.wide)
+		}
+		if always*labelWidth > 260+labelWidth || wide*labelWidth > 720+labelWidth {
+			t.Errorf("%d labels: %d on a phone, %d on a wide chart would overlap", tt.n, always, wide)
+		}
+	}
+}
