@@ -95,9 +95,11 @@ func TestBrowser_ProviderFirstScreen(t *testing.T) {
 		t.Fatalf("%d nodes on /provider, want 3", rows)
 	}
 	// The table's head and first node are on the first screen.
-	if bottom := evalJS[float64](t, prov, `document.querySelector("#nodes tbody tr").getBoundingClientRect().bottom`); bottom > screenH {
+	bottom := evalJS[float64](t, prov, `document.querySelector("#nodes tbody tr").getBoundingClientRect().bottom`)
+	if bottom > screenH {
 		t.Errorf("the nodes table's first row ends at %.0f px, below the first screen (%d px)", bottom, screenH)
 	}
+	t.Logf("the nodes table's first row ends at %.0f px of %d", bottom, screenH)
 	chartLabelsReadable(t, prov, "/provider")
 	shootScreen(t, prov, "provider")
 	shoot(t, prov, "provider-many-nodes")
@@ -123,6 +125,7 @@ func chartLabelsReadable(t *testing.T, ctx context.Context, page string) {
 	if len(sizes) < 4 {
 		t.Fatalf("%s: %d axis labels in its charts, want their ticks and days", page, len(sizes))
 	}
+	t.Logf("%s: %d axis labels, the first %.1f px on the screen (body %.1f px)", page, len(sizes), sizes[0].Screen, sizes[0].Body)
 	for _, s := range sizes {
 		if s.Computed < s.Body || s.Screen < s.Body || s.Screen > 1.25*s.Body {
 			t.Errorf("%s: an axis label is %.1f px on the screen (computed %.1f px), the body text %.1f px: want the text's size", page, s.Screen, s.Computed, s.Body)
@@ -190,6 +193,7 @@ func TestBrowser_RequestsFitTheScreen(t *testing.T) {
 			return {table: table.getBoundingClientRect().right, tableScroll: table.scrollWidth, wrap: wrap.getBoundingClientRect().right,
 				wrapScroll: wrap.scrollWidth, wrapClient: wrap.clientWidth, page: document.documentElement.scrollWidth, window: window.innerWidth};
 		})()`)
+		t.Logf("%s: requests table %.0f px wide in a wrapper of %.0f, window %.0f", lang, wide["tableScroll"], wide["wrapClient"], wide["window"])
 		if wide["table"] > wide["wrap"] || wide["tableScroll"] > wide["wrapClient"] || wide["wrapScroll"] > wide["wrapClient"] || wide["page"] > wide["window"] {
 			t.Errorf("%s: the requests table does not fit a %d px window: %v", lang, screenW, wide)
 		}

@@ -35,7 +35,7 @@ const UnitUSD = "$"
 // positions are percentages of the plot's width; down, CSS pixels. The value axis's ticks are
 // written outside the SVG's box, in the margin that style.css leaves at its start.
 const (
-	chartH      = 166 // the SVG's height: the plot and the labels' row
+	chartH      = 156 // the SVG's height: the plot and the labels' row
 	chartTop    = 10  // room above the top tick, whose label is centred on its line
 	chartBottom = 34  // the labels' row
 	chartColors = 8   // classes s0…s7

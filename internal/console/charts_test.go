@@ -55,7 +55,7 @@ func TestChart_Accessible(t *testing.T) {
 	}))
 	wellFormed(t, out)
 	for _, want := range []string{
-		`role="img"`, `aria-label="Tokens per day"`, `<title>Tokens per day</title>`, `width="100%" height="166"`,
+		`role="img"`, `aria-label="Tokens per day"`, `<title>Tokens per day</title>`, `width="100%" height="156"`,
 		`<figcaption>Tokens per day <span class="chart-unit">(tokens)</span></figcaption>`,
 		`class="chart-legend"`, `llama3</li>`, `<summary>Show the numbers</summary>`,
 		`<title>Mar 21 · llama3: 2,500</title>`, `<td class="num">2,500</td>`,
