@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shareai/shareai/internal/console"
 	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/store"
 	"github.com/shareai/shareai/internal/testenv"
@@ -54,8 +55,8 @@ func TestAdmin_Credit(t *testing.T) {
 			t.Errorf("/admin/accounts lacks %s", want)
 		}
 	}
-	if got := elementText(t, body, "accounts"); !strings.Contains(got, usdEN(t, before.Credits)) {
-		t.Errorf("#accounts lacks the buyer's balance %s: %s", usdEN(t, before.Credits), got)
+	if got := elementText(t, body, "accounts"); !strings.Contains(got, console.USD(before.Credits)) {
+		t.Errorf("#accounts lacks the buyer's balance %s: %s", console.USD(before.Credits), got)
 	}
 
 	if !strings.Contains(body, `name="once"`) {
@@ -79,8 +80,8 @@ func TestAdmin_Credit(t *testing.T) {
 	if body := ops.mustGet("/admin/audit"); !strings.Contains(body, "admin:ops@example.com") || !strings.Contains(body, "wire 42") {
 		t.Errorf("/admin/audit does not show the credit")
 	}
-	if body := ops.mustGet("/admin/accounts"); !strings.Contains(elementText(t, body, "accounts"), usdEN(t, after.Credits)) {
-		t.Errorf("/admin/accounts does not show the new balance %s", usdEN(t, after.Credits))
+	if body := ops.mustGet("/admin/accounts"); !strings.Contains(elementText(t, body, "accounts"), console.USD(after.Credits)) {
+		t.Errorf("/admin/accounts does not show the new balance %s", console.USD(after.Credits))
 	}
 
 	for _, amount := range []string{"", "0", "-3", "abc", "1e3", "0.0000000001"} {

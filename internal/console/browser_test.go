@@ -15,8 +15,10 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/shareai/shareai/internal/agent"
+	"github.com/shareai/shareai/internal/console"
 	"github.com/shareai/shareai/internal/engine/sim"
 	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/store"
 	"github.com/shareai/shareai/internal/testenv"
 )
 
@@ -166,6 +168,15 @@ func TestBrowser_BuyerAndProvider(t *testing.T) {
 	answer, cost := text(buyer, "#answer"), text(buyer, "#answer-cost")
 	if len(answer) < 20 || !strings.Contains(cost, "$") {
 		t.Fatalf("playground answer %q, cost %q", answer, cost)
+	}
+	// The cost the script writes is the one billed, by the rule the pages write money with.
+	var billed []*store.Usage
+	env.WaitFor("the playground's usage", func() bool {
+		billed, err = env.Store.Usages(context.Background(), acct.ID, 1)
+		return err == nil && len(billed) == 1
+	})
+	if want := console.USD(billed[0].Cost); !strings.Contains(cost, ": "+want+" ·") {
+		t.Errorf("playground cost %q; want the billed %s, written as the pages write it", cost, want)
 	}
 	shoot(t, buyer, "buyer-playground")
 	do(buyer, "open the request log", chromedp.Navigate(base+"/buyer/requests"), chromedp.WaitVisible("#requests"))

@@ -364,7 +364,7 @@ func TestBuyer_Requests(t *testing.T) {
 		t.Fatalf("GET /buyer/requests: %d; want #requests with a row for %s linking to it:\n%s", status, id, page)
 	}
 
-	cost := buyerUSD(rec.Cost)
+	cost := console.USD(rec.Cost)
 	status, page = u.get("/buyer/requests/" + id)
 	if status != http.StatusOK || !strings.Contains(page, rec.NodeID) || !strings.Contains(page, cost) ||
 		!strings.Contains(page, `id="receipts"`) || !strings.Contains(page, `href="/buyer/requests/`+id+`/receipts.json"`) {
@@ -404,7 +404,7 @@ func TestBuyer_Requests(t *testing.T) {
 	}
 	_, page = u.get("/buyer/requests")
 	for id, want := range map[string]string{queued.RequestID: "Flex (bronze)", rec.RequestID: "Default (silver)"} {
-		if row := regexp.MustCompile(`(?s)<tr data-request-id="` + id + `".*?</tr>`).FindString(page); !strings.Contains(row, `<td class="tier">`+want+`</td>`) {
+		if row := regexp.MustCompile(`(?s)<tr data-request-id="` + id + `".*?</tr>`).FindString(page); !strings.Contains(row, `<small class="tier">`+want+`</small>`) {
 			t.Errorf("GET /buyer/requests: %s's row %q; want its tier, %s", id, row, want)
 		}
 	}
@@ -696,7 +696,7 @@ func TestBuyer_Overview(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	avail := buyerUSD(b.Credits - b.Held)
+	avail := console.USD(b.Credits - b.Held)
 	status, page := u.get("/buyer")
 	credits := regexp.MustCompile(`<dd id="credits">([^<]*)</dd>`).FindStringSubmatch(page)
 	if status != http.StatusOK || credits == nil || credits[1] != avail {
@@ -737,27 +737,10 @@ func TestBuyer_OverviewWithoutUsage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	credits := `id="credits">` + buyerUSD(b.Credits-b.Held) + `<`
+	credits := `id="credits">` + console.USD(b.Credits-b.Held) + `<`
 	if status != http.StatusOK || !strings.Contains(page, credits) || !strings.Contains(page, "Your usage cannot be shown") || strings.Contains(page, "<svg") {
 		t.Errorf("GET /buyer without usage: %d; want %s and a notice:\n%s", status, credits, page)
 	}
-}
-
-// buyerUSD is an amount as the console writes it in English: "$1,000.00", "$0.0000123".
-func buyerUSD(n money.Nanos) string {
-	s := n.String()
-	whole, frac, _ := strings.Cut(s, ".")
-	for len(frac) < 2 {
-		frac += "0"
-	}
-	var b strings.Builder
-	for i, r := range whole {
-		if i > 0 && (len(whole)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	return "$" + b.String() + "." + frac
 }
 
 // requestsServed is the coordinator's count of chat requests served whole

@@ -30,18 +30,28 @@ type Series struct {
 // UnitUSD is Chart.Unit for amounts of dollars.
 const UnitUSD = "$"
 
-// The chart's geometry, in the SVG's own units: the viewBox scales it to its box's width, so
-// it fits a phone as a desktop. CSS (static/style.css, .chart) colours and sizes its text.
+// The chart's geometry. The SVG has no viewBox, so it is never scaled and its text is drawn at
+// the page's text size (static/style.css, .chart-svg text) however wide the chart is: across,
+// positions are percentages of the plot's width; down, CSS pixels. The value axis's ticks are
+// written outside the SVG's box, in the margin that style.css leaves at its start.
 const (
-	chartW      = 480
-	chartH      = 220
-	chartAxis   = 60 // the side of the value axis
-	chartEdge   = 8  // the other side
-	chartTop    = 12
-	chartBottom = 26 // the labels' row
-	chartColors = 8  // classes s0…s7
-	labelWidth  = 72 // room a label needs; fewer labels are written when they would overlap
+	chartH      = 156 // the SVG's height: the plot and the labels' row
+	chartTop    = 10  // room above the top tick, whose label is centred on its line
+	chartBottom = 34  // the labels' row
+	chartColors = 8   // classes s0…s7
+	chartGap    = 8   // between a tick's label and the plot
+	labelWidth  = 80  // pixels a day's label needs; fewer labels are written when they would overlap
+	chartLabelY = 27  // the labels' baseline below the plot: clear of the lowest tick's label
 )
+
+// labelPlots are the plot widths, in pixels, that a chart's labels are thinned for, narrowest
+// first, with the class of the labels written only from that width on: every chart is at
+// least 260 px wide (a phone); style.css's container queries (.chart-svg .label.m, .w) show
+// the others on charts of the width.
+var labelPlots = []struct {
+	width float64
+	class string
+}{{260, ""}, {440, " m"}, {720, " w"}}
 
 // renderChart draws ch in lang. In a right-to-left language the chart is mirrored: the first
 // label (the oldest day) is at the right and the value axis on the right, so that the chart
@@ -102,38 +112,53 @@ func (c *Console) renderChart(lang string, ch Chart) template.HTML {
 		return "$" + c.compact(lang, v, step, top)
 	}
 
-	// The plot's box, and where the axis and label i go.
-	left, right := float64(chartAxis), float64(chartW-chartEdge)
-	axisX := float64(chartAxis) / 2
-	if rtl {
-		left, right = chartEdge, chartW-chartAxis
-		axisX = chartW - float64(chartAxis)/2
+	// Where label j's band is, in percent of the plot's width.
+	band := 100 / float64(n)
+	bandX := func(j int) float64 { // the start edge of label j's band, from the left
+		if rtl {
+			return 100 - float64(j+1)*band
+		}
+		return float64(j) * band
 	}
 	y0, y1 := float64(chartTop), float64(chartH-chartBottom)
-	band := (right - left) / float64(n)
-	bandX := func(j int) float64 { // the left edge of label j's band
-		if rtl {
-			return right - float64(j+1)*band
-		}
-		return left + float64(j)*band
-	}
 	yOf := func(v float64) float64 { return y1 - v/top*(y1-y0) }
 
-	fmt.Fprintf(&b, `<figure class="chart"><figcaption>%s</figcaption>`, caption)
-	fmt.Fprintf(&b, `<svg class="chart-svg" viewBox="0 0 %d %d" xmlns="http://www.w3.org/2000/svg" role="img" aria-label="%s" focusable="false"><title>%s</title>`,
-		chartW, chartH, esc(ch.Title), esc(ch.Title))
-
-	// The value axis: grid lines and their values.
-	b.WriteString(`<g class="chart-grid" aria-hidden="true">`)
+	// The ticks, and the margin they need (style.css: .chart-svg.axis-s, -m, -l).
+	var ticks []string
+	longest := 0
 	for v := 0.0; v <= top+step/2; v += step {
-		y := yOf(v)
-		fmt.Fprintf(&b, `<line class="grid" x1="%s" x2="%s" y1="%s" y2="%s"/>`, f1(left), f1(right), f1(y), f1(y))
-		fmt.Fprintf(&b, `<text class="tick" x="%s" y="%s" text-anchor="middle">%s</text>`, f1(axisX), f1(y+4), esc(tick(v)))
+		ticks = append(ticks, tick(v))
+		longest = max(longest, utf8.RuneCountInString(ticks[len(ticks)-1]))
 	}
-	fmt.Fprintf(&b, `<line class="axis" x1="%s" x2="%s" y1="%s" y2="%s"/></g>`, f1(left), f1(right), f1(y1), f1(y1))
+	axis := "axis-l"
+	switch {
+	case longest <= 4:
+		axis = "axis-s"
+	case longest <= 7:
+		axis = "axis-m"
+	}
+
+	fmt.Fprintf(&b, `<figure class="chart"><figcaption>%s</figcaption>`, caption)
+	fmt.Fprintf(&b, `<svg class="chart-svg %s" width="100%%" height="%d" xmlns="http://www.w3.org/2000/svg" role="img" aria-label="%s" focusable="false"><title>%s</title>`,
+		axis, chartH, esc(ch.Title), esc(ch.Title))
+
+	// The value axis: grid lines and their values, in the margin before the plot: each value
+	// ends (text-anchor, in the page's direction) a gap before the plot's edge.
+	tickX, tickDX := "0", -chartGap
+	if rtl {
+		tickX, tickDX = "100%", chartGap
+	}
+	b.WriteString(`<g class="chart-grid" aria-hidden="true">`)
+	for i, label := range ticks {
+		y := yOf(float64(i) * step)
+		fmt.Fprintf(&b, `<line class="grid" x1="0" x2="100%%" y1="%s" y2="%s"/>`, f1(y), f1(y))
+		fmt.Fprintf(&b, `<text class="tick" x="%s" dx="%d" y="%s" dy="0.35em" text-anchor="end">%s</text>`,
+			tickX, tickDX, f1(y), esc(label))
+	}
+	fmt.Fprintf(&b, `<line class="axis" x1="0" x2="100%%" y1="%s" y2="%s"/></g>`, f1(y1), f1(y1))
 
 	// The bars, each with its value as a tooltip.
-	widest := 48.0 // a bar; a few labels must not make slabs
+	widest := 10.0 // percent of the plot: a few labels must not make slabs
 	if ch.Grouped {
 		widest *= float64(len(ch.Series))
 	}
@@ -167,17 +192,32 @@ func (c *Console) renderChart(lang string, ch Chart) template.HTML {
 				tip = c.i18n.T(lang, "layout.chart.point_unnamed", ch.Labels[j], value(v))
 			}
 			fmt.Fprintf(&b, `<rect class="bar s%d" x="%s" y="%s" width="%s" height="%s"><title>%s</title></rect>`,
-				i%chartColors, f1(x), f1(yb-h), f1(math.Max(w-1, 1)), f1(h), esc(tip))
+				i%chartColors, pc(x), f1(yb-h), pc(math.Max(w-0.2, 0.1)), f1(h), esc(tip))
 		}
 	}
 	b.WriteString(`</g>`)
 
-	// The labels, every k-th when they would overlap.
-	every := int(math.Ceil(float64(n) * labelWidth / (right - left)))
+	// The labels: every k-th where they would overlap, k smaller on a wider chart; each wider
+	// chart's labels include the narrower's.
+	steps := make([]int, len(labelPlots))
+	for i := len(labelPlots) - 1; i >= 0; i-- {
+		steps[i] = labelStep(n, labelPlots[i].width)
+		if i < len(labelPlots)-1 {
+			k := steps[i+1]
+			steps[i] = (steps[i] + k - 1) / k * k // a multiple of the wider chart's step
+		}
+	}
 	b.WriteString(`<g class="chart-labels" aria-hidden="true">`)
-	for j := 0; j < n; j += max(every, 1) {
-		fmt.Fprintf(&b, `<text class="label" x="%s" y="%s" text-anchor="middle">%s</text>`,
-			f1(bandX(j)+band/2), f1(y1+17), esc(shorten(ch.Labels[j], 10)))
+	for j := 0; j < n; j += steps[len(steps)-1] {
+		class := "label"
+		for i, p := range labelPlots {
+			if j%steps[i] == 0 {
+				class += p.class
+				break
+			}
+		}
+		fmt.Fprintf(&b, `<text class="%s" x="%s" y="%s" text-anchor="middle">%s</text>`,
+			class, pc(bandX(j)+band/2), f1(y1+chartLabelY), esc(shorten(ch.Labels[j], 10)))
 	}
 	b.WriteString(`</g></svg>`)
 
@@ -208,6 +248,12 @@ func (c *Console) renderChart(lang string, ch Chart) template.HTML {
 	}
 	b.WriteString(`</tbody></table></div></details></figure>`)
 	return template.HTML(b.String())
+}
+
+// labelStep is how many labels apart those written are, for n labels on a plot of width
+// pixels: 1 when they all fit.
+func labelStep(n int, width float64) int {
+	return max(int(math.Ceil(float64(n)*labelWidth/width)), 1)
 }
 
 // niceScale picks the value axis: a step of 1, 2 or 5 times a power of ten, and a top that is
@@ -266,6 +312,11 @@ func shorten(s string, n int) string {
 	}
 	r := []rune(s)
 	return string(r[:n-1]) + "…"
+}
+
+// pc writes an SVG coordinate in percent of the plot's width, with two decimals.
+func pc(v float64) string {
+	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", v), "0"), ".") + "%"
 }
 
 // f1 writes an SVG coordinate with one decimal.

@@ -55,7 +55,7 @@ func TestChart_Accessible(t *testing.T) {
 	}))
 	wellFormed(t, out)
 	for _, want := range []string{
-		`role="img"`, `aria-label="Tokens per day"`, `<title>Tokens per day</title>`, `viewBox="0 0 480 220"`,
+		`role="img"`, `aria-label="Tokens per day"`, `<title>Tokens per day</title>`, `width="100%" height="156"`,
 		`<figcaption>Tokens per day <span class="chart-unit">(tokens)</span></figcaption>`,
 		`class="chart-legend"`, `llama3</li>`, `<summary>Show the numbers</summary>`,
 		`<title>Mar 21 · llama3: 2,500</title>`, `<td class="num">2,500</td>`,
@@ -66,6 +66,9 @@ func TestChart_Accessible(t *testing.T) {
 	}
 	if strings.Contains(out, "style=") {
 		t.Errorf("chart has a style attribute, which the CSP forbids:\n%s", out)
+	}
+	if strings.Contains(out, "viewBox") {
+		t.Errorf("chart has a viewBox: scaled, its text would not be the page's size:\n%s", out)
 	}
 	if got := strings.Count(out, `<rect class="bar`); got != 5 { // a zero draws no bar
 		t.Errorf("%d bars, want 5", got)
@@ -88,7 +91,7 @@ func TestChart_Empty(t *testing.T) {
 	}
 }
 
-var labelRE = regexp.MustCompile(`<text class="label" x="([0-9.]+)"[^>]*>([^<]*)</text>`)
+var labelRE = regexp.MustCompile(`<text class="label[^"]*" x="([0-9.]+)%"[^>]*>([^<]*)</text>`)
 
 // In Persian the chart reads right to left: the first label is at the right.
 func TestChart_RightToLeft(t *testing.T) {
@@ -117,7 +120,7 @@ func TestChart_RightToLeft(t *testing.T) {
 // Stacked bars of a label are as tall as their sum; grouped bars stand side by side.
 func TestChart_StackedAndGrouped(t *testing.T) {
 	c := uiConsole(t)
-	rectRE := regexp.MustCompile(`<rect class="bar s\d" x="([0-9.]+)" y="([0-9.]+)" width="([0-9.]+)" height="([0-9.]+)">`)
+	rectRE := regexp.MustCompile(`<rect class="bar s\d" x="([0-9.]+)%" y="([0-9.]+)" width="([0-9.]+)%" height="([0-9.]+)">`)
 	ch := Chart{Title: "t", Labels: []string{"a"}, Series: []Series{{Name: "x", Values: []float64{30}}, {Name: "y", Values: []float64{10}}}}
 	for _, grouped := range []bool{false, true} {
 		ch.Grouped = grouped
@@ -184,6 +187,45 @@ func TestChart_USD(t *testing.T) {
 	for _, want := range []string{`>$0.10</text>`, `>$0</text>`, `<td class="num">$0.0012</td>`, `<figcaption>Spend</figcaption>`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("USD chart lacks %s:\n%s", want, out)
+		}
+	}
+}
+
+// Labels are thinned for the chart's width: a phone's chart writes few enough to fit 260 px,
+// a wide one up to what fits 720 px, each including the narrower's; a few labels are all
+// written on every chart.
+func TestChart_LabelsThinned(t *testing.T) {
+	c := uiConsole(t)
+	classRE := regexp.MustCompile(`<text class="label( m| w)?" x="([0-9.]+)%"`)
+	for _, tt := range []struct {
+		n                 int
+		always, mid, wide int // labels on a phone's, a half-width and a full-width chart
+	}{
+		{30, 2, 4, 8},
+		{7, 2, 4, 7},
+		{4, 2, 4, 4},
+		{2, 2, 2, 2},
+	} {
+		ch := Chart{Title: "t", Series: []Series{{Values: make([]float64, tt.n)}}}
+		for i := range tt.n {
+			ch.Labels = append(ch.Labels, strconv.Itoa(i))
+			ch.Series[0].Values[i] = 1
+		}
+		var always, mid, wide int
+		for _, m := range classRE.FindAllStringSubmatch(string(c.renderChart("en", ch)), -1) {
+			wide++
+			if m[1] != " w" {
+				mid++
+			}
+			if m[1] == "" {
+				always++
+			}
+		}
+		if always != tt.always || mid != tt.mid || wide != tt.wide {
+			t.Errorf("%d labels: %d always, %d from 440 px, %d from 720 px; want %d, %d, %d", tt.n, always, mid, wide, tt.always, tt.mid, tt.wide)
+		}
+		if always*labelWidth > 260+labelWidth || wide*labelWidth > 720+labelWidth {
+			t.Errorf("%d labels: %d on a phone, %d on a wide chart would overlap", tt.n, always, wide)
 		}
 	}
 }

@@ -180,6 +180,7 @@ func (c *Console) Register(mux *http.ServeMux) {
 	c.registerBuyer(mux)
 	c.registerProvider(mux)
 	c.registerAdmin(mux)
+	mux.Handle("/", c.handle(c.notFound)) // any other path: the console's 404 page
 }
 
 // home sends a visitor to log in, and a user to their first page.

@@ -106,8 +106,34 @@ func (c *Console) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		(&api.Error{Status: ue.Status, Type: typ, Code: ue.Key, Message: c.i18n.T(c.lang(r), ue.Key)}).Write(w)
 		return
 	}
-	c.render(w, r, ue.Status, "error", map[string]string{"Message": ue.Key})
+	// The page is the signed-in user's, with their menu, though the error may have come before
+	// the session's check (or on a path of no page): a 403 then says whom they are signed in as.
+	if s, err := c.session(r); err == nil && s != nil {
+		r = withSession(r, s)
+	}
+	c.render(w, r, ue.Status, "error", errorPage{Title: errorTitle(ue.Key), Message: ue.Key, Status: ue.Status})
 }
+
+// errorPage is the error page's data: the catalogue keys of its heading and message.
+type errorPage struct {
+	Title, Message string
+	Status         int
+}
+
+// errorTitle is the error page's heading for a message: what happened, where it has a name
+// (a page that does not exist, a page the user may not open), else "Something went wrong".
+func errorTitle(key string) string {
+	switch key {
+	case "error.not_found":
+		return "error.title_not_found"
+	case "error.forbidden":
+		return "error.title_forbidden"
+	}
+	return "error.title"
+}
+
+// notFound answers a path that no page has: the console's 404 page, not the mux's plain text.
+func (c *Console) notFound(http.ResponseWriter, *http.Request) error { return store.ErrNotFound }
 
 // wantsJSON reports whether a request asks for JSON and not for a page (Accept).
 func wantsJSON(r *http.Request) bool {

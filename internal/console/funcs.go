@@ -17,9 +17,11 @@ import (
 //
 //	T $ "area.page.what" args…   translated text; numbers among args get the language's digits
 //	num $ 1234                     "1,234" / "۱٬۲۳۴"; floats keep at most 2 decimals
-//	usd $ amount                   money.Nanos, api.USD or any integer of nano-dollars, exactly:
-//	                               "$0.0012", "$12.50", "$0.000000368" (see formatUSD)
-//	price $ p                      money.Price (or api.USD) per million tokens: "$0.15 / 1M"
+//	usd $ amount                   money.Nanos, api.USD or any integer of nano-dollars, to the
+//	                               cent or 2 significant digits: "$12.50", "$0.0012" (see money)
+//	price $ p                      money.Price (or api.USD) per million tokens, to the cent or 4
+//	                               significant digits: "$0.15 / 1M", "$0.075 / 1M" (see money)
+//	price $ in out                 an input and an output price: "$0.05 / $0.10 per 1M"
 //	date $ t, datetime $ t         time.Time or *time.Time in UTC: "2025-03-21", "2025-03-21 13:05 UTC";
 //	                               in Persian the Solar Hijri date: "۱۴۰۴/۰۱/۰۱"; zero or nil: "—"
 //	day $ t                        a short day for chart labels and headings: "Mar 21", "۱ فروردین"
@@ -53,12 +55,22 @@ func (c *Console) funcs() template.FuncMap {
 			}
 			return c.loc(p).usd(n), nil
 		},
-		"price": func(p Page, v any) (string, error) {
-			n, ok := toInt64(v)
-			if !ok {
-				return "", fmt.Errorf("price: %T is not a price in nano-dollars per million tokens", v)
+		"price": func(p Page, v any, out ...any) (string, error) {
+			var ps []string
+			for _, v := range append([]any{v}, out...) {
+				n, ok := toInt64(v)
+				if !ok {
+					return "", fmt.Errorf("price: %T is not a price in nano-dollars per million tokens", v)
+				}
+				ps = append(ps, c.loc(p).price(n))
 			}
-			return c.i18n.T(p.Lang, "layout.price.per_million", c.loc(p).usd(n)), nil
+			switch len(ps) {
+			case 1:
+				return c.i18n.T(p.Lang, "layout.price.per_million", ps[0]), nil
+			case 2:
+				return c.i18n.T(p.Lang, "layout.price.in_out_per_million", ps[0], ps[1]), nil
+			}
+			return "", fmt.Errorf("price: %d prices, want one, or input and output", len(ps))
 		},
 		"date": func(p Page, v any) (string, error) {
 			t, err := toTime(v)
@@ -332,44 +344,61 @@ func (l *locale) fixed(f float64, prec int) string {
 	return l.decimalNumber(f < 0 && strings.Trim(whole+frac, "0") != "", whole, frac)
 }
 
-// usd writes an amount of nano-dollars exactly, never rounded: the fraction keeps the digits
-// it needs (up to 9) and at least 2, so cents read as usual: "$12.00", "$0.50", "$0.0012",
-// "$0.000000368", "-$1.25", "$1,234.50". In Persian: "$۰٫۰۰۱۲".
-func (l *locale) usd(n int64) string {
+// Money: every amount and price the console shows, server or script, is written by one
+// rule, locale.money, so that a page never shows "$0.00" beside "$0.000000368":
+//
+//   - an amount (balances, costs, caps, totals, earnings) to the cent, but with at least
+//     amountDigits significant digits: "$12.50", "$0.50", "$0.012", "$0.00037", "$0.000000001";
+//   - a price per million tokens the same way with priceDigits: "$0.15", "$0.075", "$0.1725".
+//
+// Rounding is half away from zero, on the integer nano-dollars (never a float); zero is
+// "$0.00", and no other amount reads as zero. static/money.js is the same rule for the
+// playground's script (the browser tests hold the two to one table).
+const (
+	amountDigits = 2
+	priceDigits  = 4
+)
+
+// usd writes an amount of nano-dollars (see money).
+func (l *locale) usd(n int64) string { return l.money(n, amountDigits) }
+
+// price writes a price in nano-dollars per million tokens, without its unit (see money).
+func (l *locale) price(n int64) string { return l.money(n, priceDigits) }
+
+// money writes n nano-dollars rounded to the cent, or to sig significant digits when the
+// cent would keep fewer (never past the nano-dollar), trailing zeros past the cent trimmed:
+// "$1,234.50", "-$1.25", "$0.0012", "$0.00"; in Persian "$۰٫۰۰۱۲".
+func (l *locale) money(n int64, sig int) string {
 	neg := n < 0
 	u := uint64(n)
 	if neg {
 		u = uint64(-(n + 1)) + 1
 	}
-	whole, frac := u/1e9, u%1e9
-	f := strings.TrimRight(fmt.Sprintf("%09d", frac), "0")
-	for len(f) < 2 {
-		f += "0"
+	// The sig-th significant digit of u nano-dollars is at decimal 9 - len(u) + sig.
+	dec := min(max(9-len(strconv.FormatUint(u, 10))+sig, 2), 9)
+	unit := uint64(math.Pow10(9 - dec))
+	q, r := u/unit, u%unit
+	if 2*r >= unit {
+		q++ // half away from zero; a carry (0.0999 → 0.100) leaves a zero that is trimmed
 	}
-	s := "$" + l.decimalNumber(false, strconv.FormatUint(whole, 10), f)
+	scale := uint64(math.Pow10(dec))
+	frac := strings.TrimRight(fmt.Sprintf("%0*d", dec, q%scale), "0")
+	for len(frac) < 2 {
+		frac += "0"
+	}
+	s := "$" + l.decimalNumber(false, strconv.FormatUint(q/scale, 10), frac)
 	if neg {
 		s = "-" + s
 	}
 	return s
 }
 
-// dollars writes a float amount of dollars (a chart's value) with 2 to 6 decimals.
+// dollars writes a float amount of dollars (a chart's value) as money writes an amount.
 func (l *locale) dollars(f float64) string {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
+	if math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) > math.MaxInt64/1e9 {
 		return "—"
 	}
-	neg := f < 0
-	s := strconv.FormatFloat(math.Abs(f), 'f', 6, 64)
-	whole, frac, _ := strings.Cut(s, ".")
-	frac = strings.TrimRight(frac, "0")
-	for len(frac) < 2 {
-		frac += "0"
-	}
-	s = "$" + l.decimalNumber(false, whole, frac)
-	if neg && strings.Trim(whole+frac, "0") != "" {
-		s = "-" + s
-	}
-	return s
+	return l.usd(int64(math.Round(f * 1e9)))
 }
 
 // pct writes a fraction as a percentage with at most one decimal: 0.935 → "93.5%".

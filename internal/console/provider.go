@@ -111,6 +111,7 @@ func (c *Console) renderProviderHome(w http.ResponseWriter, r *http.Request, new
 	}
 	data := provHome{Tokens: tokens, NewToken: newToken, NewTokenName: newTokenName, Coordinator: coordinatorURL(r, c.cfg.Secure),
 		Balance: bal, Earnings: c.earningsChart(r, since, now, earnings, "")}
+	data.Earnings.Title = c.i18n.T(c.lang(r), "provider.home.earnings") // the page's only heading for it: "…, last 30 days"
 	for _, n := range nodes {
 		data.Nodes = append(data.Nodes, c.liveNode(n))
 	}

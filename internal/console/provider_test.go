@@ -18,8 +18,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/shareai/shareai/internal/agent"
+	"github.com/shareai/shareai/internal/console"
 	"github.com/shareai/shareai/internal/engine/sim"
-	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/store"
 	"github.com/shareai/shareai/internal/testenv"
@@ -291,7 +291,7 @@ func TestProvider_TokenNodeTelemetryEarnings(t *testing.T) {
 		return err == nil && b.Pending > 0
 	})
 	body = grace.mustGet("/provider")
-	if got, want := elementText(t, body, "earnings-pending"), usdEN(t, b.Pending); got != want {
+	if got, want := elementText(t, body, "earnings-pending"), console.USD(b.Pending); got != want {
 		t.Errorf("#earnings-pending %q, want %q", got, want)
 	}
 	body = grace.mustGet("/provider/earnings")
@@ -304,8 +304,8 @@ func TestProvider_TokenNodeTelemetryEarnings(t *testing.T) {
 		return err == nil && len(days) == 1 && days[0].Jobs == 1
 	})
 	page = grace.mustGet("/provider/nodes/" + a.NodeID())
-	if rec := elementText(t, page, "record"); !strings.Contains(rec, usdEN(t, b.Pending)) {
-		t.Errorf("the node's record lacks its earnings %s: %s", usdEN(t, b.Pending), rec)
+	if rec := elementText(t, page, "record"); !strings.Contains(rec, console.USD(b.Pending)) {
+		t.Errorf("the node's record lacks its earnings %s: %s", console.USD(b.Pending), rec)
 	}
 
 	// In Persian, right to left, with Persian digits.
@@ -316,20 +316,6 @@ func TestProvider_TokenNodeTelemetryEarnings(t *testing.T) {
 	}
 	grace.mustGet("/provider")
 	grace.mustGet("/provider/earnings")
-}
-
-// usdEN is an amount as the English pages write it.
-func usdEN(t *testing.T, n money.Nanos) string {
-	t.Helper()
-	s := n.String()
-	whole, frac, _ := strings.Cut(s, ".")
-	for len(frac) < 2 {
-		frac += "0"
-	}
-	for i := len(whole) - 3; i > 0; i -= 3 {
-		whole = whole[:i] + "," + whole[i:]
-	}
-	return "$" + whole + "." + frac
 }
 
 func parseURL(s string) *url.URL {

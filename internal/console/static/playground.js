@@ -1,7 +1,7 @@
 // The playground: sends the form to POST /buyer/playground/chat (the session's cookie and the
 // form's CSRF token authorize it; no API key is ever in the page) and reads the answer's
 // server-sent events as they come, appending the text to #answer and, at the end, the cost
-// to #answer-cost.
+// to #answer-cost, written by money.js's rule as the pages write money.
 "use strict";
 (function () {
   const form = document.getElementById("playground");
@@ -111,7 +111,8 @@
       showError((errEl.dataset.failed || "Error") + ": " + err.message);
     } finally {
       if (state.cost !== null) {
-        let text = (costEl.dataset.label || "Cost") + ": $" + local(state.cost);
+        const loc = { digits: costEl.dataset.digits, decimal: costEl.dataset.decimal, group: costEl.dataset.group };
+        let text = (costEl.dataset.label || "Cost") + ": " + shareaiMoney(state.cost, shareaiMoney.amountDigits, loc);
         if (state.tokens !== null && state.tokens !== undefined) {
           text += " · " + local(state.tokens) + " " + (costEl.dataset.tokens || "tokens");
         }
