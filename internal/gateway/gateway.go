@@ -129,6 +129,7 @@ func (g *Gateway) Register(mux *http.ServeMux) {
 	mux.Handle("GET /v1/models", g.handle(g.listModels))
 	mux.Handle("GET /v1/models/{id...}", g.handle(g.getModel))
 	g.registerAccount(mux)
+	g.registerRoulette(mux)
 	g.registerProvider(mux)
 	mux.Handle("/v1/", g.handle(func(w http.ResponseWriter, r *http.Request, c *call) error {
 		return &api.Error{Status: http.StatusNotFound, Type: api.TypeInvalidRequest, Code: "unknown_url",
