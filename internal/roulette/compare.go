@@ -53,7 +53,9 @@ func Compare(rows []store.SplitArm) []Split {
 	for i := range out {
 		slices.SortStableFunc(out[i].Arms, func(a, b Arm) int { return cmp.Or(cmp.Compare(b.Share, a.Share), cmp.Compare(a.Model, b.Model)) })
 	}
-	slices.SortStableFunc(out, func(a, b Split) int { return cmp.Or(cmp.Compare(b.Requests, a.Requests), cmp.Compare(a.Split, b.Split)) })
+	slices.SortStableFunc(out, func(a, b Split) int {
+		return cmp.Or(cmp.Compare(b.Requests, a.Requests), cmp.Compare(a.Split, b.Split))
+	})
 	return out
 }
 

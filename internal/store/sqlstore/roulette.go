@@ -90,9 +90,9 @@ func (db *DB) armLatencies(ctx context.Context, accountID string, since time.Tim
 	ttft := make([][]time.Duration, len(arms))
 	for rows.Next() {
 		var (
-			k         armKey
+			k          armKey
 			dur, first int64
-			stream    bool
+			stream     bool
 		)
 		if err := rows.Scan(&k.split, &k.model, &dur, &first, &stream); err != nil {
 			return err
