@@ -93,7 +93,7 @@ func (nk NewKey) rules() (store.Key, error) {
 		}
 		k.Routing = buf.Bytes()
 	}
-	split, err := keySplit(nk.Split, k.Models)
+	split, err := KeySplit(nk.Split, k.Models)
 	if err != nil {
 		return bad("%v", err)
 	}
@@ -128,10 +128,10 @@ func (nk NewKey) rules() (store.Key, error) {
 	return k, nil
 }
 
-// keySplit checks a key's default split (the JSON of a request's split) and returns it as the
+// KeySplit checks a key's default split (the JSON of a request's split) and returns it as the
 // key stores it, compact; nil for none. Its arms must be among the key's models, if it lists
 // any: the requests it applies to could use no other.
-func keySplit(raw []byte, models []string) ([]byte, error) {
+func KeySplit(raw []byte, models []string) ([]byte, error) {
 	s, aerr := api.ParseSplit(bytes.TrimSpace(raw))
 	if aerr != nil {
 		return nil, fmt.Errorf("split: %s", aerr.Message)
