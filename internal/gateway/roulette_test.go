@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -192,6 +193,32 @@ func TestRoulette_KeyDefault(t *testing.T) {
 		} else if rec := billed(t, env, id); rec.Split != "sim/llama-3.1-8b=1" {
 			t.Errorf("record's split %q; want the request's", rec.Split)
 		}
+	}
+}
+
+// A streamed answer names the arm that serves it too: its header, and every chunk's model.
+func TestRoulette_StreamNamesTheArm(t *testing.T) {
+	env := testenv.New(t, testenv.Providers(1))
+	resp := env.Post("/chat/completions", `{"model":"`+model+`","stream":true,"max_tokens":4,"messages":[{"role":"user","content":"hi"}],"split":{"`+qwen+`":1}}`)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(gateway.HeaderModel) != qwen {
+		t.Fatalf("stream: %d, %s %q; want 200 naming %s", resp.StatusCode, gateway.HeaderModel, resp.Header.Get(gateway.HeaderModel), qwen)
+	}
+	chunks := 0
+	for line := range strings.SplitSeq(string(b), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var c struct{ Model string }
+		if err := json.Unmarshal([]byte(data), &c); err != nil || c.Model != qwen {
+			t.Fatalf("chunk %s: model %q; want %s", data, c.Model, qwen)
+		}
+		chunks++
+	}
+	if chunks == 0 {
+		t.Fatalf("no chunks in %s", b)
 	}
 }
 
