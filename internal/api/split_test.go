@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -88,4 +89,38 @@ func TestSplit_With(t *testing.T) {
 	if string(s.JSON()) != `{"qwen":0.2}` {
 		t.Errorf("JSON %s", s.JSON())
 	}
+}
+
+// FuzzParseSplit: no split member makes ParseSplit panic; a split taken has at most
+// MaxSplitArms arms, positive shares summing to about a whole at most, and a written form that
+// reads back the same.
+func FuzzParseSplit(f *testing.F) {
+	for _, s := range []string{`{"a":0.2}`, `{"a":0.1,"b":0.2,"c":0.7}`, `{"a":1e-12}`, `{"a":"x"}`, `[1]`, `{"\u00e9":0.5}`, `{"a":0.5,"a":0.5}`, `null`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		if !json.Valid([]byte(raw)) {
+			return // Decode takes only valid JSON before the member reaches ParseSplit
+		}
+		s, err := api.ParseSplit([]byte(raw))
+		if err != nil {
+			if err.Status != 400 || !strings.HasPrefix(err.Param, "split") {
+				t.Fatalf("refusal %d on %q", err.Status, err.Param)
+			}
+			return
+		}
+		var sum int64
+		for _, a := range s {
+			if a.Share <= 0 {
+				t.Fatalf("arm %q has share %d", a.Model, a.Share)
+			}
+			sum += a.Share
+		}
+		if len(s) > api.MaxSplitArms || sum > api.ShareUnit+int64(api.MaxSplitArms) {
+			t.Fatalf("split %v: %d arms summing to %d", s, len(s), sum)
+		}
+		if back, rerr := api.SplitOf(s.String()); len(s) > 0 && (rerr != nil || back.String() != s.String()) {
+			t.Fatalf("written form %q reads back as %v, %v", s, back, rerr)
+		}
+	})
 }
