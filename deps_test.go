@@ -108,6 +108,11 @@ var rules = []rule{
 			forbid("api links no exporter", exporters...),
 			forbid("api is below the coordinator: the gateway imports it, not the other way round",
 				in("internal/store/..."), in("internal/fleet"), in("internal/gateway")))},
+	{pkg: "internal/roulette", bad: slices.Concat(
+		forbid("roulette is arithmetic over splits and the store's records: it reads no database", databases...),
+		forbid("the core draws with roulette, the gateway and the console compare with it: it calls none of them",
+			in("internal/core"), in("internal/gateway"), in("internal/console"), in("internal/fleet"), in("internal/ledger"))),
+		want: []string{in("internal/api"), in("internal/store")}},
 	{pkg: "internal/money", stdOnly: "money is integer arithmetic on nano-dollars: the standard library only",
 		bad: pure("money is arithmetic")},
 	{pkg: "internal/reputation", stdOnly: "reputation computes a score from a node's record: the standard library, and store for the level names (store imports money)",

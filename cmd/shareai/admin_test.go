@@ -847,3 +847,33 @@ func TestKeys_ServiceTier(t *testing.T) {
 		})
 	}
 }
+
+// keys create --split stores an API key's default model roulette, compact; a bad one, or one
+// outside --models, creates no key.
+func TestKeys_Split(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errs := shareai(t, "keys", "create", "--data-dir", dir, "--account", "alice", "--models", "llama,qwen", "--split", `{ "qwen": 0.2 }`)
+	if code != 0 || !strings.Contains(errs, `split as {"qwen":0.2}`) {
+		t.Fatalf("keys create --split = %d, %q, %q", code, out, errs)
+	}
+	withStore(t, dir, func(st *sqlstore.DB) {
+		k, err := st.KeyByHash(context.Background(), store.HashSecret(strings.TrimSpace(out)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(k.Split) != `{"qwen":0.2}` {
+			t.Errorf("stored split %q", k.Split)
+		}
+	})
+	for _, tt := range []struct{ name, models, split, want string }{
+		{"bad weight", "", `{"qwen":1.5}`, "greater than 0 and at most 1"},
+		{"outside the models", "llama", `{"qwen":0.5}`, "not among the key's models"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, errs := shareai(t, "keys", "create", "--data-dir", dir, "--models", tt.models, "--split", tt.split)
+			if code != 1 || !strings.Contains(errs, tt.want) {
+				t.Errorf("= %d, %q; want 1 and %q", code, errs, tt.want)
+			}
+		})
+	}
+}

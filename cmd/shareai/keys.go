@@ -25,6 +25,7 @@ const keysAbout = `Manage buyers' API keys (sk-â€¦) and providers' tokens (spt-â
                       [--limit USD [--period daily|weekly|monthly]]
                       [--rpm N] [--tpm N] [--concurrent N]
                       [--service-tier priority|default|flex]
+                      [--routing JSON] [--models LIST] [--split JSON]
   shareai keys list   [--account NAME] [--provider]
   shareai keys limits KEY-ID-OR-PREFIX [--rpm N] [--tpm N] [--concurrent N]
   shareai keys tier   KEY-ID-OR-PREFIX priority|default|flex
@@ -45,6 +46,9 @@ three of an existing key: a limit not given goes back to the coordinator's defau
 service_tier: priority (gold: first in every queue, may preempt flex), default (silver, the
 default) or flex (bronze: cheapest, may be paused for priority and resumed exactly); each is
 priced at its multiplier of the ask (the coordinator's --tier-prices). 'keys tier' changes it.
+--split is an API key's default model roulette, for its requests that set no split: the JSON
+of a request's split, '{"qwen-2.5-7b":0.2}' sending 20% of them to qwen-2.5-7b and the rest
+to the model they name; its models must be among --models, when given.
 The coordinator applies a change within seconds.`
 
 func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -53,7 +57,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			w, err = stdout, nil
 		}
-		fmt.Fprintln(w, keysAbout+"\n\nFlags: --data-dir DIR (default ./.shareai) or --db URL, --account NAME, --name LABEL, --provider,\n--limit USD --period daily|weekly|monthly, --routing JSON, --models LIST, --rpm N, --tpm N, --concurrent N,\n--service-tier TIER; see 'shareai keys create --help'.")
+		fmt.Fprintln(w, keysAbout+"\n\nFlags: --data-dir DIR (default ./.shareai) or --db URL, --account NAME, --name LABEL, --provider,\n--limit USD --period daily|weekly|monthly, --routing JSON, --models LIST, --split JSON, --rpm N, --tpm N, --concurrent N,\n--service-tier TIER; see 'shareai keys create --help'.")
 		return err
 	}
 	verb := args[0]
@@ -66,6 +70,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	limit := fs.String("limit", "", "create: cap what the new API key can spend per --period, in USD")
 	routing := fs.String("routing", "", `create: the API key's default routing preferences, as a request's provider object, e.g. '{"regions":["eu"],"sort":"price"}'`)
 	models := fs.String("models", "", "create: the only models the API key may use, comma-separated, in order of preference (also its fallbacks)")
+	split := fs.String("split", "", `create: the API key's default model roulette, as a request's split object, e.g. '{"qwen-2.5-7b":0.2}'`)
 	period := fs.String("period", store.Monthly, "create: the --limit's window: daily, weekly or monthly (UTC)")
 	var limits store.RateLimits
 	fs.IntVar(&limits.RequestsPerMinute, "rpm", 0, "create, limits: requests per minute the API key may make (0: the coordinator's --key-rpm; -1: unlimited)")
@@ -138,7 +143,7 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		secret, k, err := ops.CreateKey(ctx, st, ops.NewKey{AccountID: acct.ID, Kind: kind, Name: *name,
-			Models: strings.Split(*models, ","), Routing: []byte(*routing), Limits: limits, ServiceTier: keyTier,
+			Models: strings.Split(*models, ","), Routing: []byte(*routing), Split: []byte(*split), Limits: limits, ServiceTier: keyTier,
 			Cap: keyCap, At: time.Now()})
 		if err != nil {
 			return err
@@ -153,6 +158,9 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		if isSet(fs, "service-tier") {
 			fmt.Fprintf(stderr, "Its requests run at %s unless they name a service_tier.\n", describeTier(keyTier))
+		}
+		if k.Split != nil {
+			fmt.Fprintf(stderr, "Its requests that set no split are split as %s, the rest to the model they name.\n", k.Split)
 		}
 		fmt.Fprintln(stdout, secret)
 		return nil

@@ -19,6 +19,7 @@ var fuzzSeeds = []string{
 	`{"model":"m","prompt":["p"],"best_of":1,"service_tier":"priority"}`,
 	`{ "mo\u0064el" : "m" , "messages" : [ ] }`,
 	`[]`, `{`, ``, `{"":1}`,
+	chatBody(`"split":{"sim/qwen-2.5-7b":0.2,"b\u003d":1e-12}`),
 }
 
 // FuzzDecode: no body makes Decode or Job panic, and every refusal is a 4xx naming no Go type.

@@ -82,8 +82,8 @@ type Routing struct {
 	// ServiceTier is OpenAI's service_tier: "priority" (gold), "default" or "auto" (silver),
 	// "flex" (bronze); "" takes the key's default (see package tier).
 	ServiceTier string `json:"service_tier"`
-	// Split is reserved for splitting a request across nodes, which is not built yet: it is
-	// recognized, and refused when set (rather than ignored, which would promise a split).
+	// Split is the model roulette (split.go): shares of the requests sent to other models, the
+	// request's model the default arm. The core draws the arm.
 	Split json.RawMessage `json:"split"`
 }
 
@@ -218,8 +218,8 @@ func (rt *Routing) validate() *Error {
 			return err
 		}
 	}
-	if isSet(rt.Split) {
-		return Unsupported("split", "'split' is not supported yet on this network.")
+	if _, err := ParseSplit(rt.Split); err != nil {
+		return err
 	}
 	if rt.ServiceTier != "" {
 		return oneOf("service_tier", rt.ServiceTier, serviceTiers...)

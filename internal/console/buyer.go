@@ -19,6 +19,7 @@ import (
 //	GET  /buyer/requests                        the request log (buyer_requests.go)
 //	GET  /buyer/requests/{id}                   one request, with its receipts
 //	GET  /buyer/requests/{id}/receipts.json     its receipts, for 'shareai receipt verify'
+//	GET  /buyer/splits                          the model roulette's arms compared (buyer_splits.go)
 //	GET  /buyer/playground                      try a model (buyer_playground.go)
 //	POST /buyer/playground/chat                 stream an answer
 //	GET  /models                                the models served now (market.go), any user
@@ -33,6 +34,7 @@ func (c *Console) registerBuyer(mux *http.ServeMux) {
 	mux.Handle("GET /buyer/requests", c.as(store.RoleBuyer, c.buyerRequests))
 	mux.Handle("GET /buyer/requests/{id}", c.as(store.RoleBuyer, c.buyerRequest))
 	mux.Handle("GET /buyer/requests/{id}/receipts.json", c.as(store.RoleBuyer, c.buyerReceipts))
+	mux.Handle("GET /buyer/splits", c.as(store.RoleBuyer, c.buyerSplits))
 	mux.Handle("GET /buyer/playground", c.as(store.RoleBuyer, c.playground))
 	mux.Handle("POST /buyer/playground/chat", c.as(store.RoleBuyer, c.playgroundChat))
 	mux.Handle("GET /models", c.as("", c.models))

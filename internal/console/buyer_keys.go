@@ -55,6 +55,7 @@ type keyRow struct {
 	Revoked   bool
 	Models    []string
 	Routing   string        // the JSON of the key's provider object; "" when none
+	Split     string        // the JSON of the key's default split; "" when none
 	Caps      []store.Spend // the key's spend caps in their current windows
 	Month     money.Nanos   // spent this UTC month
 	Limits    store.RateLimits
@@ -64,6 +65,7 @@ type keyRow struct {
 // keyForm is the creation form's fields.
 type keyForm struct {
 	Name, Models, Routing, Limit, Period string
+	Split                                string // the JSON of a request's split; empty: none
 	RPM, TPM, Concurrent                 string // rate limits; empty: the coordinator's
 	ServiceTier                          string // by OpenAI's name; empty: default
 }
@@ -101,7 +103,7 @@ func (c *Console) renderKeys(w http.ResponseWriter, r *http.Request, status int,
 			continue // the playground's, one a chat
 		}
 		row := keyRow{ID: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt,
-			Revoked: k.Revoked(), Models: k.Models, Routing: string(k.Routing), Caps: caps[store.KeyScope(k.ID)], Limits: k.Limits,
+			Revoked: k.Revoked(), Models: k.Models, Routing: string(k.Routing), Split: string(k.Split), Caps: caps[store.KeyScope(k.ID)], Limits: k.Limits,
 			Tier: listedTier(k)}
 		if !k.Revoked() {
 			if row.Month, err = c.cfg.Store.KeyUsage(ctx, acct, k.ID, month); err != nil {
@@ -227,17 +229,34 @@ func parseKeyTier(f keyForm) (string, error) {
 	return t.String(), nil
 }
 
+// parseKeySplit reads the creation form's default split, as ops.CreateKey checks it.
+func parseKeySplit(f keyForm, models []string) ([]byte, error) {
+	s := strings.TrimSpace(f.Split)
+	if len(s) > maxRoutingLen {
+		return nil, &keyFormError{Key: "buyer.keys.error.split", Arg: "too long"}
+	}
+	split, err := ops.KeySplit([]byte(s), models)
+	if err != nil {
+		return nil, &keyFormError{Key: "buyer.keys.error.split", Arg: err.Error()}
+	}
+	return split, nil
+}
+
 func (c *Console) createKey(w http.ResponseWriter, r *http.Request) error {
 	ctx, acct := r.Context(), sessionOf(r).user.AccountID
 	f := keyForm{Name: r.PostFormValue("name"), Models: r.PostFormValue("models"), Routing: r.PostFormValue("routing"),
 		Limit: r.PostFormValue("limit"), Period: r.PostFormValue("period"),
 		RPM: r.PostFormValue("rpm"), TPM: r.PostFormValue("tpm"), Concurrent: r.PostFormValue("concurrent"),
-		ServiceTier: r.PostFormValue("service_tier")}
+		ServiceTier: r.PostFormValue("service_tier"), Split: r.PostFormValue("split")}
 	models, routing, keyCap, err := parseKeyForm(f)
 	var (
 		limits  store.RateLimits
 		keyTier string
+		split   []byte
 	)
+	if err == nil {
+		split, err = parseKeySplit(f, models)
+	}
 	if err == nil {
 		limits, err = parseKeyLimits(f, c.cfg.KeyLimits)
 	}
@@ -250,7 +269,7 @@ func (c *Console) createKey(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	secret, k, err := ops.CreateKey(ctx, c.cfg.Store, ops.NewKey{AccountID: acct, Kind: store.KeyBuyer, Name: f.Name,
-		Models: models, Routing: routing, Limits: limits, ServiceTier: keyTier, Cap: keyCap, At: c.cfg.Now()})
+		Models: models, Routing: routing, Split: split, Limits: limits, ServiceTier: keyTier, Cap: keyCap, At: c.cfg.Now()})
 	if err != nil {
 		return err
 	}

@@ -179,7 +179,7 @@ func TestBuyer_Keys(t *testing.T) {
 
 	resp := u.postResp("/buyer/keys", url.Values{"name": {"laptop"}, "models": {"sim/llama-3.1-8b, sim/qwen-2.5-7b"},
 		"routing": {`{"sort": "latency"}`}, "limit": {"5"}, "period": {"daily"}, "rpm": {"30"}, "tpm": {" 90000 "}, "concurrent": {""},
-		"service_tier": {"flex"}})
+		"service_tier": {"flex"}, "split": {` {"sim/qwen-2.5-7b": 0.25} `}})
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	page = string(b)
@@ -215,6 +215,9 @@ func TestBuyer_Keys(t *testing.T) {
 	if k.ServiceTier != "bronze" {
 		t.Errorf("stored service tier %q, want bronze (flex)", k.ServiceTier)
 	}
+	if string(k.Split) != `{"sim/qwen-2.5-7b":0.25}` {
+		t.Errorf("stored split %q, want the form's, compact", k.Split)
+	}
 	spends, err := env.Store.Spending(ctx, time.Now(), store.KeyScope(k.ID))
 	if err != nil || len(spends) != 1 || spends[0].Period != store.Daily || spends[0].Limit != 5*money.USD {
 		t.Errorf("key caps %+v, %v; want $5 daily", spends, err)
@@ -231,7 +234,8 @@ func TestBuyer_Keys(t *testing.T) {
 	if !strings.Contains(page, "30 requests/min") || !strings.Contains(page, "tokens/min") || strings.Contains(page, "at once</div>") {
 		t.Errorf("GET /buyer/keys after creation: want the key's rate limits, 30 requests and 90000 tokens a minute:\n%s", page)
 	}
-	if row := regexp.MustCompile(`(?s)<tr data-key-id="` + k.ID + `".*?</tr>`).FindString(page); !strings.Contains(row, `<div class="tier">Tier: Flex (bronze)</div>`) {
+	if row := regexp.MustCompile(`(?s)<tr data-key-id="` + k.ID + `".*?</tr>`).FindString(page); !strings.Contains(row, `<div class="tier">Tier: Flex (bronze)</div>`) ||
+		!strings.Contains(row, `<div class="split">Split: <code dir="ltr">{&#34;sim/qwen-2.5-7b&#34;:0.25}</code></div>`) {
 		t.Errorf("GET /buyer/keys after creation: want the key's tier, flex, in its row:\n%s", row)
 	}
 
@@ -261,6 +265,8 @@ func TestBuyer_Keys(t *testing.T) {
 		{"zero rate limit", url.Values{"name": {"x"}, "rpm": {"0"}}, http.StatusBadRequest, `id="key-error"`},
 		{"rate limit not a number", url.Values{"name": {"x"}, "concurrent": {"lots"}}, http.StatusBadRequest, "lots"},
 		{"unknown service tier", url.Values{"name": {"x"}, "service_tier": {"turbo"}}, http.StatusBadRequest, "turbo"},
+		{"bad split", url.Values{"name": {"x"}, "split": {`{"sim/qwen-2.5-7b": 3}`}}, http.StatusBadRequest, "greater than 0 and at most 1"},
+		{"split outside the models", url.Values{"name": {"x"}, "models": {"sim/llama-3.1-8b"}, "split": {`{"sim/qwen-2.5-7b": 0.5}`}}, http.StatusBadRequest, "not among the key"},
 		{"no CSRF token", url.Values{"name": {"x"}, "csrf": {""}}, http.StatusForbidden, ""},
 		{"wrong CSRF token", url.Values{"name": {"x"}, "csrf": {"nope"}}, http.StatusForbidden, ""},
 	} {
@@ -760,4 +766,57 @@ func requestsServed(t *testing.T, env *testenv.Env) float64 {
 		}
 	}
 	return n
+}
+
+// The model roulette's page compares the arms of each split the account used: requests,
+// weights, latencies, error rate, ratings and their mean; another account's splits are not
+// shown.
+func TestBuyer_Splits(t *testing.T) {
+	env := testenv.New(t, testenv.Providers(1))
+	ctx := context.Background()
+	acct := buyerAcct(t, env)
+	u := buyerLogIn(t, env, acct, store.RoleBuyer)
+	if status, page := u.get("/buyer/splits"); status != http.StatusOK || !strings.Contains(page, "No request has used a split yet.") ||
+		!strings.Contains(page, `href="/buyer/splits" aria-current="page"`) {
+		t.Fatalf("GET /buyer/splits before any split: %d; want 200 saying none, linked in the nav:\n%s", status, page)
+	}
+	client := env.Client()
+	var ids []string
+	for i := range 4 {
+		var raw *http.Response
+		_, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model: "sim/llama-3.1-8b", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("split me")}, Seed: openai.Int(int64(i)),
+		}, option.WithJSONSet("split", map[string]any{"sim/qwen-2.5-7b": 0.5}), option.WithResponseInto(&raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, raw.Header.Get("X-Request-Id"))
+	}
+	for _, id := range ids {
+		env.WaitFor("the request's usage", func() bool { _, err := env.Store.UsageByRequest(ctx, id); return err == nil })
+	}
+	rec, _ := env.Store.UsageByRequest(ctx, ids[0])
+	if err := env.Store.SetFeedback(ctx, &store.Feedback{RequestID: ids[0], AccountID: acct, Score: 0.75, CreatedAt: time.Now(), UpdatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	status, page := u.get("/buyer/splits")
+	table := regexp.MustCompile(`(?s)<table class="split" data-split="sim/llama-3.1-8b=0.5,sim/qwen-2.5-7b=0.5">.*?</table>`).FindString(page)
+	if status != http.StatusOK || table == "" {
+		t.Fatalf("GET /buyer/splits: %d; want the split's table:\n%s", status, page)
+	}
+	for _, model := range []string{"sim/llama-3.1-8b", "sim/qwen-2.5-7b"} {
+		row := regexp.MustCompile(`(?s)<tr data-model="` + model + `">.*?</tr>`).FindString(table)
+		cells := regexp.MustCompile(`<td class="num">(.*?)</td>`).FindAllStringSubmatch(row, -1)
+		if len(cells) != 9 || cells[0][1] != "0.5" || cells[1][1] != "2" || !strings.HasSuffix(cells[4][1], " ms") || cells[6][1] != "0%" {
+			t.Errorf("%s's row %q; want weight 0.5, 2 requests, latencies in ms, no errors", model, row)
+			continue
+		}
+		if rated := model == rec.Model; rated != (cells[7][1] == "1" && cells[8][1] == "0.75") {
+			t.Errorf("%s's ratings: %q and %q; want 1 at 0.75 for %s, which served the rated request, none otherwise", model, cells[7][1], cells[8][1], rec.Model)
+		}
+	}
+	other, _ := buyerOther(t, env, "other-buyer")
+	if _, page := buyerLogIn(t, env, other.ID, store.RoleBuyer).get("/buyer/splits"); strings.Contains(page, `class="split"`) {
+		t.Errorf("another account sees the splits:\n%s", page)
+	}
 }

@@ -166,6 +166,7 @@ func navFor(p Page) []NavSection {
 			{Href: "/buyer/keys", Key: "layout.nav.keys"},
 			{Href: "/buyer/playground", Key: "layout.nav.playground"},
 			{Href: "/buyer/requests", Key: "layout.nav.requests"},
+			{Href: "/buyer/splits", Key: "layout.nav.splits"},
 			market,
 		}})
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/queue"
 	"github.com/shareai/shareai/internal/relay"
+	"github.com/shareai/shareai/internal/roulette"
 	"github.com/shareai/shareai/internal/store"
 	"github.com/shareai/shareai/internal/tier"
 	"github.com/shareai/shareai/internal/tracing"
@@ -72,6 +73,7 @@ type Core struct {
 	cfg      Config
 	log      *slog.Logger
 	affinity affinity
+	roulette roulette.Rotations
 	cands    candidates
 	notary   *notary
 	queue    *queue.Queue[*fleet.Offer, *matcher.Candidate]
@@ -182,7 +184,8 @@ type Request struct {
 	usage       *store.Usage
 	prefs       matcher.Prefs
 	requestSort string   // the sort the request itself asked for, before the key's defaults
-	models      []string // to try in order: the requested one, then fallbacks
+	models      []string // to try in order: the arm drawn (roulette.go), the requested one, then fallbacks
+	arm         string   // the arm drawn, when the request has a split
 	sessionKey  string   // the buyer's session within the account, for affinity
 	session     string   // the node this buyer's session last used, if any
 	bounds      ledger.Bounds

@@ -37,9 +37,8 @@ func (c *Core) keyRules(k *store.Key, model string, prefs matcher.Prefs, rt api.
 		return prefs, rt, nil
 	}
 	for _, m := range append([]string{model}, rt.Models...) {
-		if base, _ := c.resolveModel(m); !slices.Contains(k.Models, m) && !slices.Contains(k.Models, base) {
-			return prefs, rt, &api.Error{Status: http.StatusForbidden, Type: api.TypePermission, Param: "model", Code: api.CodeModelNotAllowed,
-				Message: fmt.Sprintf("This API key may use only these models: %s; not '%s'.", strings.Join(k.Models, ", "), m)}
+		if err := c.allowed(k, "model", m); err != nil {
+			return prefs, rt, err
 		}
 	}
 	if len(rt.Models) == 0 {
@@ -353,8 +352,8 @@ func (c *Core) matchWithin(mreq matcher.Request, ix *matcher.Index, req *protoco
 
 // voidHold closes the request's hold without charge, recording why in its usage.
 func (c *Core) voidHold(ctx context.Context, r *Request, why string) {
-	u := &store.Usage{RequestID: r.ID, AccountID: r.Account, KeyID: r.usage.KeyID, Model: r.Job.Model, Endpoint: r.Job.Kind,
-		Outcome: store.OutcomeError, Error: why, CreatedAt: r.Start}
+	u := &store.Usage{RequestID: r.ID, AccountID: r.Account, KeyID: r.usage.KeyID, Model: cmp.Or(r.arm, r.Job.Model), Endpoint: r.Job.Kind,
+		Outcome: store.OutcomeError, Error: why, CreatedAt: r.Start, Split: r.usage.Split}
 	if r.failure != nil {
 		u.Error += " (" + r.failure.Error() + ")" // as the buyer is told it: the nodes' own words are their events
 	}

@@ -224,7 +224,11 @@ func (c *Core) Prepare(r *Request) error {
 			promptSlack + promptSlackTools*min(len(req.Tools), 1) + mediaTokens*mediaParts(req.Messages)}
 	r.avoid = map[string]bool{}
 	r.prefs, r.requestSort = prefs, requestSort
-	r.models = modelsToTry(req.Model, rt.Models)
+	models, split, err := c.drawArm(r, rt.Models)
+	if err != nil {
+		return err
+	}
+	r.models = models
 	if r.Session != "" {
 		r.sessionKey = r.Account + "\x00" + r.Session
 		r.session = c.affinity.get(r.sessionKey)
@@ -232,7 +236,7 @@ func (c *Core) Prepare(r *Request) error {
 	r.promptWords, r.promptBound, r.stopBound = -1, -1, -1
 	r.tier = tr
 	r.usage = &store.Usage{RequestID: r.ID, AccountID: r.Account, KeyID: keyID,
-		Endpoint: req.Kind, Stream: r.Stream, CreatedAt: r.Start, ServiceTier: tr.String()}
+		Endpoint: req.Kind, Stream: r.Stream, CreatedAt: r.Start, ServiceTier: tr.String(), Split: split}
 	r.prepared = true
 	return nil
 }

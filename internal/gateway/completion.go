@@ -52,6 +52,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, job *pr
 	req := &core.Request{ID: c.id, Key: c.key, Job: job, Routing: rt, Session: session(r, user), Stream: stream, Start: c.start,
 		Answer: func(b core.Begin) relay.Sink {
 			w.Header().Set(HeaderNode, b.Node)
+			w.Header().Set(HeaderModel, b.Answer.Model)
 			w.Header().Set(HeaderQueueTime, b.Queued.Round(time.Millisecond).String())
 			b.Answer.IncludeUsage = includeUsage
 			return relay.Open(w, b.Answer, job.Kind == protocol.KindChat, stream)

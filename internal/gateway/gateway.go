@@ -45,6 +45,9 @@ const (
 const (
 	HeaderRequestID = requestid.Header
 	HeaderNode      = "X-Shareai-Node"
+	// HeaderModel is the model that serves the answer, as its body's model: the requested
+	// one, a fallback, or the arm a split drew.
+	HeaderModel = "X-Shareai-Model"
 	// HeaderQueueTime is how long the request waited in the queue for a free node before
 	// its answer started, as a Go duration ("0s", "1.2s").
 	HeaderQueueTime = "X-Shareai-Queue-Time"
@@ -126,6 +129,7 @@ func (g *Gateway) Register(mux *http.ServeMux) {
 	mux.Handle("GET /v1/models", g.handle(g.listModels))
 	mux.Handle("GET /v1/models/{id...}", g.handle(g.getModel))
 	g.registerAccount(mux)
+	g.registerRoulette(mux)
 	g.registerProvider(mux)
 	mux.Handle("/v1/", g.handle(func(w http.ResponseWriter, r *http.Request, c *call) error {
 		return &api.Error{Status: http.StatusNotFound, Type: api.TypeInvalidRequest, Code: "unknown_url",

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/shareai/shareai/internal/api"
 	"github.com/shareai/shareai/internal/matcher"
 	"github.com/shareai/shareai/internal/store"
 	"github.com/shareai/shareai/internal/tier"
@@ -30,6 +32,10 @@ type NewKey struct {
 	// ServiceTier is the tier of the key's requests that name none, by any name tier.Parse
 	// takes; "" is silver.
 	ServiceTier string
+	// Split is the key's default model roulette, as the JSON of a request's split object
+	// (api.ParseSplit), for its requests that set none; its arms must be among Models when
+	// those are given. It is stored compact. Empty, null or {}: none.
+	Split []byte
 	// Cap, when not nil, caps what the key spends per Period (its Scope is the key's).
 	Cap *store.Cap
 	At  time.Time // when: required
@@ -45,7 +51,7 @@ func CreateKey(ctx context.Context, st store.Store, nk NewKey) (secret string, k
 		return "", nil, err
 	}
 	secret, k = store.NewKey(nk.AccountID, nk.Kind, strings.TrimSpace(nk.Name), nk.At)
-	k.Models, k.Routing, k.Limits, k.ServiceTier = rules.Models, rules.Routing, rules.Limits, rules.ServiceTier
+	k.Models, k.Routing, k.Limits, k.ServiceTier, k.Split = rules.Models, rules.Routing, rules.Limits, rules.ServiceTier, rules.Split
 	var caps []store.Cap
 	if nk.Cap != nil {
 		c := *nk.Cap
@@ -87,6 +93,11 @@ func (nk NewKey) rules() (store.Key, error) {
 		}
 		k.Routing = buf.Bytes()
 	}
+	split, err := KeySplit(nk.Split, k.Models)
+	if err != nil {
+		return bad("%v", err)
+	}
+	k.Split = split
 	for _, l := range []int{nk.Limits.RequestsPerMinute, nk.Limits.TokensPerMinute, nk.Limits.Concurrent} {
 		if l < -1 {
 			return bad("rate limit %d: want a number, 0 for the coordinator's default or -1 for none", l)
@@ -103,8 +114,8 @@ func (nk NewKey) rules() (store.Key, error) {
 	}
 	if nk.Kind == store.KeyProvider {
 		switch {
-		case len(k.Models) > 0 || k.Routing != nil:
-			return bad("a provider token has no models or routing: it makes no requests")
+		case len(k.Models) > 0 || k.Routing != nil || k.Split != nil:
+			return bad("a provider token has no models, routing or split: it makes no requests")
 		case k.Limits != (store.RateLimits{}):
 			return bad("a provider token has no rate limits: it makes no requests")
 		case strings.TrimSpace(nk.ServiceTier) != "":
@@ -115,4 +126,23 @@ func (nk NewKey) rules() (store.Key, error) {
 		k.ServiceTier = ""
 	}
 	return k, nil
+}
+
+// KeySplit checks a key's default split (the JSON of a request's split) and returns it as the
+// key stores it, compact; nil for none. Its arms must be among the key's models, if it lists
+// any: the requests it applies to could use no other.
+func KeySplit(raw []byte, models []string) ([]byte, error) {
+	s, aerr := api.ParseSplit(bytes.TrimSpace(raw))
+	if aerr != nil {
+		return nil, fmt.Errorf("split: %s", aerr.Message)
+	}
+	if s == nil {
+		return nil, nil
+	}
+	for _, a := range s {
+		if len(models) > 0 && !slices.Contains(models, a.Model) {
+			return nil, fmt.Errorf("split: the model %q is not among the key's models (%s)", a.Model, strings.Join(models, ", "))
+		}
+	}
+	return s.JSON(), nil
 }

@@ -225,7 +225,7 @@ func TestCreateKey(t *testing.T) {
 			st := sqlstoretest.Open(t, kind)
 			seed(t, st)
 			secret, k, err := ops.CreateKey(ctx, st, ops.NewKey{AccountID: "acct_carol", Kind: store.KeyBuyer, Name: " ci ",
-				Models: []string{" llama3 ", "", "qwen"}, Routing: []byte(`{ "sort": "price" }`),
+				Models: []string{" llama3 ", "", "qwen"}, Routing: []byte(`{ "sort": "price" }`), Split: []byte(` {"qwen": 0.25} `),
 				Limits:      store.RateLimits{RequestsPerMinute: 5, TokensPerMinute: -1},
 				ServiceTier: "priority", Cap: &store.Cap{Period: store.Daily, Limit: money.USD}, At: at})
 			if err != nil {
@@ -235,7 +235,7 @@ func TestCreateKey(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.ID != k.ID || got.Name != "ci" || !slices.Equal(got.Models, []string{"llama3", "qwen"}) || string(got.Routing) != `{"sort":"price"}` ||
+			if got.ID != k.ID || got.Name != "ci" || !slices.Equal(got.Models, []string{"llama3", "qwen"}) || string(got.Routing) != `{"sort":"price"}` || string(got.Split) != `{"qwen":0.25}` ||
 				got.Limits != (store.RateLimits{RequestsPerMinute: 5, TokensPerMinute: -1}) || got.ServiceTier != "gold" || !got.CreatedAt.Equal(at) {
 				t.Errorf("stored key %+v", got)
 			}
@@ -260,6 +260,9 @@ func TestCreateKey(t *testing.T) {
 				{"provider token with a cap", ops.NewKey{AccountID: "acct_dave", Kind: store.KeyProvider, Cap: &store.Cap{Period: store.Daily, Limit: 1}, At: at}},
 				{"rate limit below -1", ops.NewKey{AccountID: "acct_carol", Kind: store.KeyBuyer, Limits: store.RateLimits{RequestsPerMinute: -2}, At: at}},
 				{"bad routing", ops.NewKey{AccountID: "acct_carol", Kind: store.KeyBuyer, Routing: []byte(`{"sort":"vibes"}`), At: at}},
+				{"bad split", ops.NewKey{AccountID: "acct_carol", Kind: store.KeyBuyer, Split: []byte(`{"qwen":2}`), At: at}},
+				{"split outside the models", ops.NewKey{AccountID: "acct_carol", Kind: store.KeyBuyer, Models: []string{"llama3"}, Split: []byte(`{"qwen":0.5}`), At: at}},
+				{"provider token with a split", ops.NewKey{AccountID: "acct_dave", Kind: store.KeyProvider, Split: []byte(`{"qwen":0.5}`), At: at}},
 				{"bad tier", ops.NewKey{AccountID: "acct_carol", Kind: store.KeyBuyer, ServiceTier: "platinum", At: at}},
 				{"bad cap", ops.NewKey{AccountID: "acct_carol", Kind: store.KeyBuyer, Cap: &store.Cap{Period: "hourly", Limit: 1}, At: at}},
 				{"no time", ops.NewKey{AccountID: "acct_carol", Kind: store.KeyBuyer}},

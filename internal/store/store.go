@@ -51,6 +51,9 @@ type Key struct {
 	// ServiceTier is the tier of the key's requests that name none, by tier.Tier's String
 	// (gold, silver or bronze); "" is silver.
 	ServiceTier string
+	// Split is the key's default model roulette, for its requests that set no split: the
+	// JSON of a request's split object; nil when none.
+	Split []byte
 }
 
 // RateLimits are an API key's rate limits, per coordinator process. In each field 0 means the
@@ -126,6 +129,9 @@ type Usage struct {
 	// QueueTime is how long the request waited in the admission queue for a slot, counted
 	// apart from its time to first token; 0 when it waited for none.
 	QueueTime time.Duration
+	// Split is the model roulette the request's model was drawn under, in its written form
+	// (api.Split's String: "llama-3.1-8b=0.8,qwen-2.5-7b=0.2"); "" when none.
+	Split string
 }
 
 // Store is the coordinator's database.
@@ -135,6 +141,7 @@ type Store interface {
 	Activity
 	Trust
 	Users
+	Roulette
 
 	// CreateAccount creates an account; ErrConflict if the name is taken.
 	CreateAccount(ctx context.Context, a *Account) error

@@ -14,7 +14,7 @@ import (
 // ErrAmbiguous is returned by RevokeKey when a prefix names more than one key.
 var ErrAmbiguous = errors.New("ambiguous")
 
-const keyColumns = `id, account_id, kind, name, prefix, hash, created_at, revoked_at, routing, models, rpm_limit, tpm_limit, concurrent_limit, service_tier`
+const keyColumns = `id, account_id, kind, name, prefix, hash, created_at, revoked_at, routing, models, rpm_limit, tpm_limit, concurrent_limit, service_tier, split`
 
 // CreateKey stores a key; its ID and Hash must be set. store.ErrConflict if the id or hash is
 // taken, store.ErrNotFound if the account does not exist.
@@ -29,12 +29,12 @@ func (db *DB) CreateKey(ctx context.Context, k *store.Key) error {
 	return nil
 }
 
-const keyInsert = `INSERT INTO api_keys (` + keyColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+const keyInsert = `INSERT INTO api_keys (` + keyColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 func keyArgs(k *store.Key) []any {
 	return []any{k.ID, k.AccountID, k.Kind, k.Name, k.Prefix, k.Hash, millis(k.CreatedAt), nullMillis(k.RevokedAt),
 		jsonText(k.Routing), strings.Join(k.Models, ","),
-		k.Limits.RequestsPerMinute, k.Limits.TokensPerMinute, k.Limits.Concurrent, k.ServiceTier}
+		k.Limits.RequestsPerMinute, k.Limits.TokensPerMinute, k.Limits.Concurrent, k.ServiceTier, jsonText(k.Split)}
 }
 
 // checkKey refuses a key that CreateKey cannot store.
@@ -255,13 +255,14 @@ func scanKey(row interface{ Scan(...any) error }) (*store.Key, error) {
 		created int64
 		revoked sql.NullInt64
 		routing sql.NullString
+		split   sql.NullString
 		models  string
 	)
 	if err := row.Scan(&k.ID, &k.AccountID, &k.Kind, &k.Name, &k.Prefix, &k.Hash, &created, &revoked, &routing, &models,
-		&k.Limits.RequestsPerMinute, &k.Limits.TokensPerMinute, &k.Limits.Concurrent, &k.ServiceTier); err != nil {
+		&k.Limits.RequestsPerMinute, &k.Limits.TokensPerMinute, &k.Limits.Concurrent, &k.ServiceTier, &split); err != nil {
 		return nil, err
 	}
-	k.Routing = fromJSONText(routing)
+	k.Routing, k.Split = fromJSONText(routing), fromJSONText(split)
 	if models != "" {
 		k.Models = strings.Split(models, ",")
 	}

@@ -11,11 +11,11 @@ import (
 
 const usageColumns = `request_id, account_id, key_id, model, node_id, endpoint, stream,
 	prompt_tokens, completion_tokens, ttft_us, duration_us, outcome, error, created_at,
-	cost, finish_reason, region, service_tier, queue_us`
+	cost, finish_reason, region, service_tier, queue_us, split`
 
 // insertUsageSQL inserts one record; a request id already recorded keeps its first record.
 const insertUsageSQL = `INSERT INTO usage (` + usageColumns + `)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (request_id) DO NOTHING`
 
 // usageArgs are a record's values for insertUsageSQL.
@@ -23,7 +23,7 @@ func usageArgs(u *store.Usage) []any {
 	return []any{u.RequestID, u.AccountID, u.KeyID, u.Model, u.NodeID, u.Endpoint, u.Stream,
 		u.PromptTokens, u.CompletionTokens, micros(u.TTFT), micros(u.Duration),
 		u.Outcome, u.Error, millis(u.CreatedAt), int64(u.Cost), u.FinishReason, u.Region,
-		u.ServiceTier, micros(u.QueueTime)}
+		u.ServiceTier, micros(u.QueueTime), u.Split}
 }
 
 // InsertUsage records requests in one transaction. A request id already recorded keeps its
@@ -97,7 +97,7 @@ func scanUsage(row interface{ Scan(...any) error }) (*store.Usage, error) {
 	)
 	if err := row.Scan(&u.RequestID, &u.AccountID, &u.KeyID, &u.Model, &u.NodeID, &u.Endpoint,
 		&u.Stream, &u.PromptTokens, &u.CompletionTokens, &ttft, &dur, &u.Outcome, &u.Error,
-		&created, &cost, &u.FinishReason, &u.Region, &u.ServiceTier, &queue); err != nil {
+		&created, &cost, &u.FinishReason, &u.Region, &u.ServiceTier, &queue, &u.Split); err != nil {
 		return nil, err
 	}
 	u.Cost = money.Nanos(cost)
