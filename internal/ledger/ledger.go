@@ -236,6 +236,10 @@ type Work struct {
 	NodeID     string
 	ProviderID string
 	Ask        Ask
+	// AskWindow and Surge say where Ask comes from, for the provider's report: the node's ask
+	// schedule window ("" the flat ask) and the surge multiplier in basis points (0: ×1).
+	AskWindow string
+	Surge     int64
 	// PromptTokens the node read and CompletionTokens it generated, as it reports them.
 	PromptTokens     int
 	CompletionTokens int
@@ -311,7 +315,7 @@ func (l *Ledger) Price(requestID string, b Bounds, work []Work) *Bill {
 		subsidy += reread
 		earned += reread
 		if earned > 0 {
-			s.Parts = append(s.Parts, store.Part{NodeID: w.NodeID, ProviderID: w.ProviderID, Earned: earned})
+			s.Parts = append(s.Parts, store.Part{NodeID: w.NodeID, ProviderID: w.ProviderID, Earned: earned, AskWindow: w.AskWindow, Surge: w.Surge})
 		}
 	}
 	s.Fee = money.Fee(net, l.cfg.FeeBasisPoints)
