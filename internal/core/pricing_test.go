@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,24 +20,6 @@ import (
 	"github.com/shareai/shareai/internal/testenv"
 )
 
-// clock is real time shifted by an offset a test moves, or a time it holds still (freeze): the
-// network keeps running while the test moves the coordinator's clock across an ask's edge.
-type clock struct {
-	offset atomic.Int64
-	frozen atomic.Pointer[time.Time]
-}
-
-func (c *clock) Now() time.Time {
-	if t := c.frozen.Load(); t != nil {
-		return *t
-	}
-	return time.Now().Add(time.Duration(c.offset.Load()))
-}
-func (c *clock) set(t time.Time)        { c.offset.Store(int64(time.Until(t))) }
-func (c *clock) jump(by time.Duration)  { c.offset.Add(int64(by)) }
-func (c *clock) freeze(t time.Time)     { c.frozen.Store(&t) }
-func (c *clock) use(co *testenv.Config) { co.Coordinator.Fleet.Now, co.Coordinator.Core.Now, co.Coordinator.Gateway.Now = c.Now, c.Now, c.Now }
-
 // Flat ask $0.05 / $0.10 per 1M tokens (testenv's), and $0.40 / $0.80 at peak.
 const peakIn, peakOut = 400_000_000, 800_000_000
 
@@ -49,21 +30,17 @@ var peakSchedule = &protocol.AskSchedule{Timezone: "UTC", Windows: []protocol.As
 var monday9 = time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
 
 // pricedNetwork is a network of one provider asking by peakSchedule, its coordinator on clk,
-// set a minute before peak; its heartbeats are rare, so that the clock's jumps drop no node.
-func pricedNetwork(t *testing.T, clk *clock, opts ...testenv.Option) *testenv.Env {
-	clk.set(monday9.Add(-time.Minute))
-	return testenv.New(t, append([]testenv.Option{testenv.Providers(1), func(c *testenv.Config) {
-		clk.use(c)
-		c.Coordinator.Fleet.HeartbeatInterval = time.Hour
-		c.Agent.AskSchedule = peakSchedule
-	}}, opts...)...)
+// set a minute before peak.
+func pricedNetwork(t *testing.T, clk *testenv.Clock, opts ...testenv.Option) *testenv.Env {
+	return testenv.New(t, append([]testenv.Option{testenv.Providers(1), testenv.WithClock(clk, monday9.Add(-time.Minute)),
+		func(c *testenv.Config) { c.Agent.AskSchedule = peakSchedule }}, opts...)...)
 }
 
 // At the peak window's edge the price changes, in the matcher's candidates, in /v1/models and
 // in what a request pays; a request that took its node before the edge settles at the ask it
 // took it at, though it ends after; each part records its ask.
 func TestDynamicPricing_AskChangesAtTheEdge(t *testing.T) {
-	clk := &clock{}
+	clk := &testenv.Clock{}
 	env := pricedNetwork(t, clk, func(c *testenv.Config) { c.Sim = sim.Config{TokensPerSecond: 200} })
 	ctx := context.Background()
 	co := env.Coordinator()
@@ -81,7 +58,7 @@ func TestDynamicPricing_AskChangesAtTheEdge(t *testing.T) {
 	// A request takes the node before the edge, and the edge passes while it streams.
 	s := &sink{}
 	var once sync.Once
-	s.onPiece = func(n int) { once.Do(func() { clk.jump(2 * time.Minute) }) }
+	s.onPiece = func(n int) { once.Do(func() { clk.Jump(2 * time.Minute) }) }
 	before, err := co.Core.Serve(ctx, &core.Request{ID: requestid.New(), Key: key, Job: chat(t, "a long answer across the edge", 1), Stream: true, Answer: s.open})
 	if err != nil || s.failed != nil {
 		t.Fatalf("serve: %v, %v", err, s.failed)
@@ -112,7 +89,7 @@ func TestDynamicPricing_AskChangesAtTheEdge(t *testing.T) {
 // peak is served, and one a millisecond after is refused, not billed at peak, although the
 // candidates read for the first are well within their cache time (the edge makes them stale).
 func TestDynamicPricing_MaxPriceHoldsAcrossTheEdge(t *testing.T) {
-	clk := &clock{}
+	clk := &testenv.Clock{}
 	env := pricedNetwork(t, clk)
 	ctx := context.Background()
 	co := env.Coordinator()
@@ -121,11 +98,11 @@ func TestDynamicPricing_MaxPriceHoldsAcrossTheEdge(t *testing.T) {
 	serve := func() (*core.Outcome, error) {
 		return co.Core.Serve(ctx, &core.Request{ID: requestid.New(), Key: key, Job: chat(t, "capped", 3), Routing: capped, Answer: (&sink{}).open})
 	}
-	clk.freeze(monday9.Add(-time.Millisecond))
+	clk.Freeze(monday9.Add(-time.Millisecond))
 	if out, err := serve(); err != nil || out.Bill.Settlement.Parts[0].AskWindow != "" {
 		t.Fatalf("before the edge: %v; want served at the flat ask", err)
 	}
-	clk.freeze(monday9)
+	clk.Freeze(monday9)
 	out, err := serve()
 	var ae *api.Error
 	if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable {
