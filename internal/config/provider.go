@@ -50,8 +50,8 @@ type Provider struct {
 	// Price is the file's price setting, for its ask schedule (Timezone, Windows): the flat
 	// ask is Ask's, which the flags and environment may set too.
 	Price Price
-	Trace        Trace
-	Log          Log
+	Trace Trace
+	Log   Log
 
 	file *fileSettings // what the YAML file set, to name its settings in errors
 }

@@ -1,7 +1,6 @@
 package pricing
 
 import (
-	"errors"
 	"math"
 	"time"
 )
@@ -27,7 +26,9 @@ type Surge struct {
 	since  time.Duration // since it last moved
 }
 
-// SurgeConfig configures surge. The zero value is off: the multiplier is always ×1.
+// SurgeConfig configures surge. The zero value is off: the multiplier is always ×1. The
+// configuration's package checks it (config.validateSurge); a Surge stays within
+// [Floor, Ceiling] whatever it is fed.
 type SurgeConfig struct {
 	Enabled bool
 	// Floor and Ceiling bound the multiplier (1 and 2: up to twice the ask), with
@@ -48,27 +49,6 @@ const (
 	MaxSurge = 10
 	unitBP   = 10000
 )
-
-// Validate checks the configuration, naming the flags that set it.
-func (c SurgeConfig) Validate() error {
-	if !c.Enabled {
-		return nil
-	}
-	var errs []error
-	if !(c.Floor > 0 && c.Floor <= MaxSurge) {
-		errs = append(errs, errors.New("surge-floor: must be above 0 and at most 10"))
-	}
-	if !(c.Ceiling >= c.Floor && c.Ceiling <= MaxSurge) {
-		errs = append(errs, errors.New("surge-ceiling: must be at least surge-floor and at most 10"))
-	}
-	if !(c.Target >= 0 && c.Target < 1) {
-		errs = append(errs, errors.New("surge-target: must be at least 0 and below 1"))
-	}
-	if c.Smoothing < 0 {
-		errs = append(errs, errors.New("surge-smoothing: must not be negative"))
-	}
-	return errors.Join(errs...)
-}
 
 // NewSurge returns a model's surge at its floor (×1 when surge is off).
 func NewSurge(cfg SurgeConfig) *Surge {

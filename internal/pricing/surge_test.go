@@ -110,20 +110,3 @@ func TestSurge_Smooths(t *testing.T) {
 		t.Errorf("surge off: %d; want ×1", m)
 	}
 }
-
-func TestSurgeConfig_Validate(t *testing.T) {
-	for _, bad := range []pricing.SurgeConfig{
-		{Enabled: true, Floor: 0, Ceiling: 2, Target: 0.5},
-		{Enabled: true, Floor: 2, Ceiling: 1, Target: 0.5},
-		{Enabled: true, Floor: 1, Ceiling: 11, Target: 0.5},
-		{Enabled: true, Floor: 1, Ceiling: 2, Target: 1},
-		{Enabled: true, Floor: 1, Ceiling: 2, Target: math.NaN()},
-	} {
-		if bad.Validate() == nil {
-			t.Errorf("%+v: valid; want an error", bad)
-		}
-	}
-	if err := surgeCfg.Validate(); err != nil {
-		t.Errorf("%+v: %v", surgeCfg, err)
-	}
-}
