@@ -15,6 +15,7 @@ import (
 	"github.com/shareai/shareai/internal/engine/sim"
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/pricing"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/requestid"
 	"github.com/shareai/shareai/internal/testenv"
@@ -134,4 +135,31 @@ func modelPricing(t *testing.T, env *testenv.Env) api.PriceRange {
 	}
 	t.Fatalf("%s not in /v1/models: %+v", model, list)
 	return api.PriceRange{}
+}
+
+// Surge multiplies the ask: buyers pay and the node earns ask × surge (fee on top), the part
+// records the multiplier, and max_price bounds the surged price. (A floor above 1 surges an
+// idle network, so that the test needs no load.)
+func TestDynamicPricing_Surge(t *testing.T) {
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+		c.Coordinator.Fleet.Surge = pricing.SurgeConfig{Enabled: true, Floor: 1.5, Ceiling: 2, Target: 0.7, Smoothing: time.Minute}
+	})
+	ctx := context.Background()
+	co := env.Coordinator()
+	key := buyer(t, env)
+	co.Fleet.SampleSurge()
+	out, err := co.Core.Serve(ctx, &core.Request{ID: requestid.New(), Key: key, Job: chat(t, "surged", 4), Answer: (&sink{}).open})
+	if err != nil {
+		t.Fatal(err)
+	}
+	net := money.Price(75_000_000).Cost(out.Bill.PromptTokens) + money.Price(150_000_000).Cost(out.Bill.CompletionTokens)
+	part := out.Bill.Settlement.Parts[0]
+	if out.Bill.Cost() != net+money.Fee(net, 500) || part.Earned != net || part.Surge != 15000 {
+		t.Errorf("cost %s, part %+v; want ×1.5 the ask: %s earned, the fee on top", out.Bill.Cost(), part, net)
+	}
+	capped := api.Routing{Provider: json.RawMessage(`{"max_price":{"prompt":0.06}}`)} // the ask, not the surged price
+	_, err = co.Core.Serve(ctx, &core.Request{ID: requestid.New(), Key: key, Job: chat(t, "capped", 5), Routing: capped, Answer: (&sink{}).open})
+	if ae, ok := errors.AsType[*api.Error](err); !ok || ae.Status != http.StatusServiceUnavailable {
+		t.Errorf("max_price under the surged price: %v; want 503", err)
+	}
 }

@@ -11,13 +11,14 @@ import (
 //	ū          = EWMA of u with time constant Smoothing: ū += (1 − e^(−Δt/Smoothing))·(u − ū)
 //	raw(ū)     = Floor + (Ceiling − Floor) · max(0, ū − Target) / (1 − Target)
 //	multiplier = the step (Floor + k·SurgeStep, or Ceiling) nearest raw(ū); it moves only when
-//	             raw(ū) is at least a whole step from where it is, and at most once per
-//	             Smoothing
+//	             raw(ū) is at least a whole step from where it is (or within a quarter step
+//	             of Ceiling), and at most once per Smoothing
 //
 // The smoothing absorbs bursts shorter than its time constant; the step's hysteresis keeps the
 // price still while utilization wanders around a level, and the wait between moves bounds how
 // often it can change whatever the noise: prices do not flap. At steady utilization the
-// multiplier settles within one step of raw(u), and exactly at Floor below the target.
+// multiplier settles within one step of raw(u) (on the side it came from), exactly at Floor
+// at or below the target and at Ceiling at full use.
 type Surge struct {
 	cfg    SurgeConfig
 	primed bool
@@ -84,6 +85,10 @@ func (s *Surge) Observe(u float64, dt time.Duration) int64 {
 	s.since += max(dt, 0)
 	floor, ceiling := bp(s.cfg.Floor), bp(s.cfg.Ceiling)
 	raw := s.cfg.Raw(s.avg) * unitBP
+	// ū only nears 1, so raw(ū) only nears Ceiling: within a quarter step of it counts as there.
+	if raw >= float64(ceiling)-SurgeStep/4 {
+		raw = float64(ceiling)
+	}
 	if math.Abs(raw-float64(s.level)) >= SurgeStep && s.since >= s.cfg.Smoothing {
 		steps := math.Round((raw - float64(floor)) / SurgeStep)
 		s.level, s.since = floor+int64(steps)*SurgeStep, 0

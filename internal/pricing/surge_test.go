@@ -92,6 +92,9 @@ func TestSurge_ConvergesToTheFormula(t *testing.T) {
 		if math.Abs(float64(m)-want) > pricing.SurgeStep {
 			t.Errorf("u=%v: multiplier %d; want %v within one step", u, m, want)
 		}
+		if u == 1 && m != 20000 {
+			t.Errorf("u=1: %d; want the ceiling exactly", m)
+		}
 		if u <= surgeCfg.Target && m != 10000 {
 			t.Errorf("u=%v at or below the target: %d; want the floor exactly", u, m)
 		}
