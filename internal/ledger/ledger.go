@@ -210,6 +210,12 @@ func (l *Ledger) CompletionBound(maxTokens, contextLength int) int {
 	return n
 }
 
+// BuyerPrice is what a buyer pays per million tokens at a price p (an ask at the request's
+// tier): p and the platform fee on it.
+func (l *Ledger) BuyerPrice(p money.Price) money.Price {
+	return p + money.Price(money.Fee(money.Nanos(p), l.cfg.FeeBasisPoints))
+}
+
 // MaxCost is the most a request within b can cost on a node with ask a, fee included.
 func (l *Ledger) MaxCost(a Ask, b Bounds) money.Nanos {
 	net := a.Input.Cost(b.PromptTokens) + a.Output.Cost(b.CompletionTokens)
