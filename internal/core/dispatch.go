@@ -123,6 +123,9 @@ func (c *Core) dispatch(ctx context.Context, r *Request, req *protocol.Request) 
 		job, err := c.cfg.Fleet.Dispatch(jctx, offer, sent)
 		if err == nil {
 			r.ask, r.askWindow, r.surge, r.span = c.askOf(cand, r), cand.AskWindow, cand.Surge, jspan
+			if r.Ask != nil {
+				r.askWindow, r.surge = "", 0 // the caller's ask, not the node's
+			}
 			if !r.paused.IsZero() {
 				c.cfg.Metrics.Resumed(c.cfg.Now().Sub(r.paused).Seconds())
 				r.paused = time.Time{}

@@ -42,9 +42,11 @@ ON CONFLICT (node_id) DO UPDATE SET schedule = excluded.schedule, updated_at = e
 // EarningsByAsk sums a provider's earnings since a time by the ask they were billed at, over
 // the entries Earnings sums: those of its pending account that name a node.
 func (db *DB) EarningsByAsk(ctx context.Context, accountID string, since time.Time) ([]store.AskEarning, error) {
-	es, err := queryAll(ctx, db.r, db.q(`SELECT ask_window, surge_bp, COUNT(*), CAST(COALESCE(SUM(amount), 0) AS BIGINT)
-FROM ledger_entries WHERE account = ? AND node_id IS NOT NULL AND created_at >= ?
-GROUP BY ask_window, surge_bp ORDER BY 4 DESC, ask_window, surge_bp`), []any{pendingAccount(accountID), millis(since)},
+	// surge_bp 0 (entries from before surge) is ×1, as 10000 is.
+	es, err := queryAll(ctx, db.r, db.q(`SELECT ask_window, surge, COUNT(*), CAST(COALESCE(SUM(amount), 0) AS BIGINT)
+FROM (SELECT ask_window, CASE WHEN surge_bp = 0 THEN 10000 ELSE surge_bp END AS surge, amount FROM ledger_entries
+	WHERE account = ? AND node_id IS NOT NULL AND created_at >= ?) e
+GROUP BY ask_window, surge ORDER BY 4 DESC, ask_window, surge`), []any{pendingAccount(accountID), millis(since)},
 		func(rows *sql.Rows) (store.AskEarning, error) {
 			var e store.AskEarning
 			var earned int64
@@ -52,9 +54,6 @@ GROUP BY ask_window, surge_bp ORDER BY 4 DESC, ask_window, surge_bp`), []any{pen
 				return e, err
 			}
 			e.Earned = money.Nanos(earned)
-			if e.Surge == 0 {
-				e.Surge = 10000 // entries from before surge, or without it
-			}
 			return e, nil
 		})
 	if err != nil {
