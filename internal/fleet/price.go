@@ -169,10 +169,7 @@ func (f *Fleet) surgeOf(model string) int64 {
 			return bp
 		}
 	}
-	if f.cfg.Surge.Enabled {
-		return pricing.NewSurge(f.cfg.Surge).Multiplier() // its floor, before the first sample
-	}
-	return 10000
+	return f.cfg.Surge.Start() // before the model's first sample
 }
 
 // Surge returns the model's surge multiplier in basis points (10000: ×1).

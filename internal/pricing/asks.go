@@ -71,9 +71,9 @@ func Compile(s *protocol.AskSchedule) (*Asks, error) {
 		open, err := schedule.Parse(w.When, loc)
 		if err != nil {
 			if inner := errors.Unwrap(err); inner != nil {
-				err = inner // without the whole spec, which may be long
+				err = inner // without the whole spec
 			}
-			return nil, fmt.Errorf("window %q: %w", w.Name, err)
+			return nil, fmt.Errorf("window %q: %s", w.Name, protocol.Clip(err.Error(), 60)) // it may quote a long term
 		}
 		if !validPrice(w.InputPrice) || !validPrice(w.OutputPrice) {
 			return nil, fmt.Errorf("window %q: prices must be between 0 and %s USD per 1M tokens", w.Name, money.MaxPrice)

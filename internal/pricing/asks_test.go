@@ -112,3 +112,38 @@ func TestCompile_Refuses(t *testing.T) {
 		t.Errorf("Compile(nil) = %v, %v; want nil, nil", a, err)
 	}
 }
+
+// Whatever a node sends, Compile refuses it or compiles a schedule whose asks are the flat one
+// or a window's, within money.MaxPrice, and whose Until is after the time asked about.
+func FuzzCompile(f *testing.F) {
+	f.Add("Europe/Berlin", "peak", "mon-fri 09:00-18:00", int64(300), int64(600), "night", "daily 22:00-06:00")
+	f.Add("UTC", "a", "always", int64(0), int64(0), "b", "sun 23:00-01:00")
+	f.Add("America/New_York", "x", "fri-mon 18:00-24:00", int64(money.MaxPrice), int64(1), "x", "mon 00:00-00:01")
+	f.Fuzz(func(t *testing.T, zone, name1, when1 string, in, out int64, name2, when2 string) {
+		a, err := pricing.Compile(&protocol.AskSchedule{Timezone: zone, Windows: []protocol.AskWindow{
+			{Name: name1, When: when1, InputPrice: in, OutputPrice: out}, {Name: name2, When: when2, InputPrice: out, OutputPrice: in}}})
+		if err != nil {
+			if len(err.Error()) > 200 {
+				t.Errorf("error of %d bytes: want it short, quoting what was sent only clipped", len(err.Error()))
+			}
+			return
+		}
+		now := time.Date(2026, 3, 29, 1, 30, 0, 0, time.UTC) // Europe's clocks spring forward at 01:00 UTC
+		for range 20 {
+			ask := a.At(now, 7, 9)
+			if ask.Input < 0 || ask.Input > money.MaxPrice || ask.Output < 0 || ask.Output > money.MaxPrice {
+				t.Fatalf("ask %+v out of bounds", ask)
+			}
+			if (ask.Window == "") != (ask.Input == 7 && ask.Output == 9 && ask.Window == "") {
+				t.Fatalf("flat ask %+v with a window", ask)
+			}
+			if ask.Until.IsZero() {
+				return
+			}
+			if !ask.Until.After(now) {
+				t.Fatalf("Until %s not after %s", ask.Until, now)
+			}
+			now = ask.Until
+		}
+	})
+}

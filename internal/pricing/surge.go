@@ -56,11 +56,16 @@ func NewSurge(cfg SurgeConfig) *Surge {
 	if cfg.Smoothing <= 0 {
 		cfg.Smoothing = DefaultSmoothing
 	}
-	s := &Surge{cfg: cfg, level: unitBP, since: cfg.Smoothing}
-	if cfg.Enabled {
-		s.level = bp(cfg.Floor)
+	return &Surge{cfg: cfg, level: cfg.Start(), since: cfg.Smoothing}
+}
+
+// Start is the multiplier before any sample, in basis points: the floor, or ×1 when surge is
+// off.
+func (c SurgeConfig) Start() int64 {
+	if !c.Enabled {
+		return unitBP
 	}
-	return s
+	return bp(c.Floor)
 }
 
 // Multiplier returns the multiplier now, in basis points (10000: ×1).
