@@ -178,8 +178,9 @@ func (f *Fleet) changedNow() {
 	f.notify()
 }
 
-// Changed returns a channel that is closed the next time a node joins or leaves, or a model
-// is loaded or unloaded on a node.
+// Changed returns a channel that is closed the next time a node joins or leaves, a model is
+// loaded or unloaded on a node, or a price changes other than by an ask schedule's edge (a
+// surge multiplier, a schedule set in the console: price.go).
 func (f *Fleet) Changed() <-chan struct{} {
 	f.mu.RLock()
 	defer f.mu.RUnlock()

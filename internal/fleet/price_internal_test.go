@@ -131,3 +131,28 @@ func TestSameOffer(t *testing.T) {
 		t.Error("a schedule dropped: the same")
 	}
 }
+
+// What reading an offer's price costs, as every candidate snapshot does per offer: flat, and
+// by a schedule of the most windows a node may send.
+func BenchmarkOffer_Price(b *testing.B) {
+	_, o, _ := priceFleet(pricing.SurgeConfig{Enabled: true, Floor: 1, Ceiling: 2, Target: 0.7})
+	b.Run("flat", func(b *testing.B) {
+		for b.Loop() {
+			o.Price()
+		}
+	})
+	s := &protocol.AskSchedule{Timezone: "Europe/Berlin"}
+	for i := range protocol.MaxAskWindows {
+		s.Windows = append(s.Windows, protocol.AskWindow{Name: string(rune('a' + i)), When: "mon-fri 09:00-09:30, sat 10:00-11:00", InputPrice: int64(i)})
+	}
+	asks, err := pricing.Compile(s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	o.asks.Store(asks)
+	b.Run("16 windows", func(b *testing.B) {
+		for b.Loop() {
+			o.Price()
+		}
+	})
+}
