@@ -111,20 +111,29 @@ func agentConfig(ctx context.Context, cfg *config.Provider, log *slog.Logger) (a
 		return agent.Config{}, err
 	}
 	in, out, _ := cfg.Ask.Prices()
+	asks, err := cfg.AskSchedule(in, out)
+	if err != nil {
+		return agent.Config{}, err
+	}
 	acfg := agent.Config{
 		Coordinator: cfg.Coordinator, Token: cfg.Token, DataDir: cfg.DataDir, Name: cfg.Name, Region: cfg.Region,
 		Engine: eng, MaxConcurrent: cfg.MaxConcurrent, ContextLength: cfg.ContextLength, Quantization: cfg.Quantization,
-		InputPrice: in, OutputPrice: out, WaitForEngine: true, Drain: cfg.Availability.Drain,
+		InputPrice: in, OutputPrice: out, AskSchedule: asks, WaitForEngine: true, Drain: cfg.Availability.Drain,
 		GoldShare: cfg.GoldShare, NoBronze: cfg.NoBronze,
 		Version: version, Log: log,
 	}
-	for _, o := range cfg.Offers {
+	for i, o := range cfg.Offers {
 		in, out, err := o.Prices(cfg.Ask)
 		if err != nil {
 			return acfg, err
 		}
+		asks, err := cfg.OfferAskSchedule(i, in, out)
+		if err != nil {
+			return acfg, err
+		}
 		acfg.Offers = append(acfg.Offers, protocol.Offer{Model: o.Model, Quantization: o.Quantization,
-			ContextLength: o.ContextLength, MaxConcurrent: o.MaxConcurrent, InputPrice: int64(in), OutputPrice: int64(out)})
+			ContextLength: o.ContextLength, MaxConcurrent: o.MaxConcurrent, InputPrice: int64(in), OutputPrice: int64(out),
+			AskSchedule: asks})
 	}
 	if err := setSchedule(&acfg, cfg); err != nil {
 		return acfg, err

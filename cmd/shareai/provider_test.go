@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/shareai/shareai/internal/agent"
+	"github.com/shareai/shareai/internal/config"
+	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/testenv"
 )
 
@@ -235,5 +238,54 @@ func TestProviderSelftest(t *testing.T) {
 	}
 	if strings.Count(out.String(), "PASS") != 3 || !strings.Contains(out.String(), "passed 3 checks") {
 		t.Errorf("selftest output:\n%s", out.String())
+	}
+}
+
+// The provider file's ask schedules reach the agent's offers: the node's for the models it
+// offers by default and for a named offer without windows (at its own flat ask), an offer's
+// own where it has them.
+func TestProvider_AskScheduleReachesTheOffers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "provider.yaml")
+	if err := os.WriteFile(path, []byte(`token: spt-test
+engine: {kind: sim}
+price:
+  input: 0.10
+  output: 0.20
+  timezone: Europe/Berlin
+  windows: [{name: peak, when: "mon-fri 09:00-18:00", input: 0.30}]
+offers:
+  - model: sim/llama-3.1-8b
+    price: {output: 0.25}
+  - model: sim/qwen-2.5-7b
+    price:
+      timezone: UTC
+      windows: [{name: night, when: "daily 00:00-06:00", input: 0.01, output: 0.02}]
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var cfg config.Provider
+	fs := providerFlags(&cfg)
+	if err := cfg.LoadFile(fs, path); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	acfg, err := agentConfig(context.Background(), &cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := acfg.AskSchedule; s == nil || s.Timezone != "Europe/Berlin" || s.Windows[0] != (protocol.AskWindow{Name: "peak", When: "mon-fri 09:00-18:00", InputPrice: 300_000_000, OutputPrice: 200_000_000}) {
+		t.Errorf("the node's schedule %+v; want peak at $0.30 in, the flat $0.20 out", s)
+	}
+	llama, qwen := acfg.Offers[0].AskSchedule, acfg.Offers[1].AskSchedule
+	if llama == nil || llama.Windows[0].OutputPrice != 250_000_000 || llama.Windows[0].InputPrice != 300_000_000 {
+		t.Errorf("llama's schedule %+v; want the node's, at the offer's own flat output ask", llama)
+	}
+	if qwen == nil || qwen.Timezone != "UTC" || qwen.Windows[0].Name != "night" || len(qwen.Windows) != 1 {
+		t.Errorf("qwen's schedule %+v; want its own", qwen)
 	}
 }

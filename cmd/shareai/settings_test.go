@@ -29,6 +29,7 @@ var textValues = map[string]string{
 	"addr": "127.0.0.1:9999", "data-dir": "/elsewhere", "replica": "rep_test", "nats": "nats://127.0.0.1:4999", "db": "postgres://u@db.example:5432/shareai",
 	"platform-fee": "7.25", "tier-prices": "gold=1.75,silver=1.25,bronze=0.25",
 	"credit": "12.5", "chaos": "drop=0.25", "price-input": "0.07", "price-output": "0.11",
+	"surge-floor": "1.25", "surge-ceiling": "3", "surge-target": "0.5",
 }
 
 // otherValue is a valid value of f other than its default.

@@ -61,6 +61,9 @@ type Config struct {
 	ContextLength int
 	// Ask is the provider's price for every offer, per million input and output tokens.
 	InputPrice, OutputPrice money.Price
+	// AskSchedule changes the ask of the offers not named in Offers by time windows (peak,
+	// off-peak); nil: the ask above at all times. Offers carry their own.
+	AskSchedule *protocol.AskSchedule
 	// Quantization names the weights' quantization of every offer (Q4_K_M, fp8, …), if known.
 	Quantization string
 	// GoldShare of each offer's slots are kept for gold requests (rounded to the nearest

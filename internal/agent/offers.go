@@ -33,7 +33,8 @@ func (a *Agent) offers(ctx context.Context) ([]protocol.Offer, error) {
 	}
 	if !named {
 		for _, m := range models {
-			want = append(want, protocol.Offer{Model: m.Name, InputPrice: int64(a.cfg.InputPrice), OutputPrice: int64(a.cfg.OutputPrice)})
+			want = append(want, protocol.Offer{Model: m.Name, InputPrice: int64(a.cfg.InputPrice), OutputPrice: int64(a.cfg.OutputPrice),
+				AskSchedule: a.cfg.AskSchedule})
 		}
 	}
 	var (

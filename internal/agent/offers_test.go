@@ -125,3 +125,24 @@ func TestOffers_Tiers(t *testing.T) {
 		t.Errorf("offers = %+v; want 1 of 4 slots kept for gold, none of 1, bronze refused on both", got)
 	}
 }
+
+// The node's ask schedule (the provider file's price.windows) reaches every offer it makes of
+// the engine's models; a configured offer carries its own.
+func TestOffers_AskSchedule(t *testing.T) {
+	node := &protocol.AskSchedule{Timezone: "Europe/Berlin", Windows: []protocol.AskWindow{{Name: "peak", When: "mon-fri 09:00-18:00", InputPrice: 3, OutputPrice: 6}}}
+	a := newTestAgent(t, Config{InputPrice: 1, OutputPrice: 2, AskSchedule: node})
+	got, err := a.offers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range got {
+		if o.AskSchedule != node || o.InputPrice != 1 {
+			t.Errorf("offer %s: schedule %+v, ask %d; want the node's schedule over the flat ask 1", o.Model, o.AskSchedule, o.InputPrice)
+		}
+	}
+	own := &protocol.AskSchedule{Timezone: "UTC", Windows: []protocol.AskWindow{{Name: "night", When: "daily 00:00-06:00", InputPrice: 1, OutputPrice: 1}}}
+	a = newTestAgent(t, Config{AskSchedule: node, Offers: []protocol.Offer{{Model: "llama3.1:8b", AskSchedule: own}}})
+	if got, err = a.offers(context.Background()); err != nil || got[0].AskSchedule != own {
+		t.Errorf("configured offer: %+v, %v; want its own schedule", got, err)
+	}
+}

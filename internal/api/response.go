@@ -123,6 +123,9 @@ type Model struct {
 	// service_tier names (priority, default, flex).
 	Pricing      *PriceRange           `json:"pricing,omitempty"`
 	ServiceTiers map[string]PriceRange `json:"service_tiers,omitempty"`
+	// PricingUntil is when a node's ask may next change by its ask schedule (Unix seconds);
+	// absent when none has one. The prices are those in effect now, surge included.
+	PricingUntil int64 `json:"pricing_until,omitempty"`
 	// Regions where nodes serve the model; "" for nodes that did not say.
 	Regions []string `json:"regions,omitempty"`
 	// LatencyMS and Throughput are medians over the nodes measured so far: time to first
@@ -158,6 +161,13 @@ type Endpoint struct {
 	// ServiceTiers are the prices at each tier, by OpenAI's service_tier names; Prompt and
 	// Completion are the default tier's.
 	ServiceTiers map[string]TierPrice `json:"service_tiers,omitempty"`
+	// The prices are those in effect now: AskWindow names the node's ask schedule window they
+	// come from (absent: its flat ask), Surge the operator's surge multiplier in them (absent:
+	// ×1), PriceUntil when the ask may next change by the schedule (Unix seconds; absent:
+	// never).
+	AskWindow  string   `json:"ask_window,omitempty"`
+	Surge      *float64 `json:"surge,omitempty"`
+	PriceUntil int64    `json:"price_until,omitempty"`
 }
 
 // TierPrice is an offer's price at one service tier, USD per million tokens.

@@ -3,10 +3,12 @@ package config
 import (
 	"errors"
 	"flag"
+	"math"
 	"strings"
 	"testing"
 
 	"github.com/shareai/shareai/internal/gateway"
+	"github.com/shareai/shareai/internal/pricing"
 	"github.com/shareai/shareai/internal/store"
 )
 
@@ -139,5 +141,43 @@ func TestCoordinator_ValidateNATS(t *testing.T) {
 	}
 	if got := NewReplicaName(); !strings.HasPrefix(got, "rep_") || !validReplica(got) || got == NewReplicaName() {
 		t.Errorf("NewReplicaName() = %q, want rep_ and a random suffix", got)
+	}
+}
+
+// Surge is off by default; once on, its flags are checked, each error naming its flag.
+func TestSurge_Validate(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(*pricing.SurgeConfig)
+		field  string // "" when valid
+	}{
+		{"off, whatever its settings", func(s *pricing.SurgeConfig) { s.Floor = -1 }, ""},
+		{"on at the defaults", func(s *pricing.SurgeConfig) { s.Enabled = true }, ""},
+		{"no floor", func(s *pricing.SurgeConfig) { s.Enabled, s.Floor = true, 0 }, "surge-floor"},
+		{"ceiling below the floor", func(s *pricing.SurgeConfig) { s.Enabled, s.Floor, s.Ceiling = true, 1.5, 1.2 }, "surge-ceiling"},
+		{"ceiling over 10", func(s *pricing.SurgeConfig) { s.Enabled, s.Ceiling = true, 11 }, "surge-ceiling"},
+		{"target of 1", func(s *pricing.SurgeConfig) { s.Enabled, s.Target = true, 1 }, "surge-target"},
+		{"target not a number", func(s *pricing.SurgeConfig) { s.Enabled, s.Target = true, math.NaN() }, "surge-target"},
+		{"no smoothing", func(s *pricing.SurgeConfig) { s.Enabled, s.Smoothing = true, 0 }, "surge-smoothing"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var s pricing.SurgeConfig
+			surgeFlags(flag.NewFlagSet("t", flag.ContinueOnError), &s)
+			tt.change(&s)
+			err := validateSurge(&s)
+			var fe *FieldError
+			switch {
+			case tt.field == "" && err != nil:
+				t.Errorf("validateSurge() = %v, want nil", err)
+			case tt.field != "" && (!errors.As(err, &fe) || fe.Field != tt.field):
+				t.Errorf("validateSurge() = %v, want an error about --%s", err, tt.field)
+			}
+		})
+	}
+	var c Coordinator
+	c.Flags(flag.NewFlagSet("t", flag.ContinueOnError))
+	if s := c.Coordinator.Fleet.Surge; s.Enabled || s.Floor != 1 || s.Ceiling != 2 || s.Target != 0.7 {
+		t.Errorf("coordinator defaults %+v; want surge off, from ×1 to ×2 above 70%%", s)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/shareai/shareai/internal/gateway"
 	"github.com/shareai/shareai/internal/ledger"
 	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/pricing"
 	"github.com/shareai/shareai/internal/queue"
 	"github.com/shareai/shareai/internal/tier"
 )
@@ -144,6 +145,37 @@ func marketFlags(fs *flag.FlagSet, c *coordinator.Config, p *Pricing) {
 	billingFlags(fs, &c.Ledger, p)
 	limitsFlags(fs, &c.Gateway)
 	capacityFlags(fs, &c.Core, p)
+	surgeFlags(fs, &c.Fleet.Surge)
+}
+
+// surgeFlags registers the operator's surge multiplier of the asks (package pricing).
+func surgeFlags(fs *flag.FlagSet, s *pricing.SurgeConfig) {
+	fs.BoolVar(&s.Enabled, "surge", false, "multiply the nodes' asks by a surge multiplier that rises with a model's utilization (see --surge-floor, --surge-ceiling, --surge-target); off: asks as the providers set them")
+	fs.Float64Var(&s.Floor, "surge-floor", 1, "surge: the lowest multiplier, at or below --surge-target's utilization")
+	fs.Float64Var(&s.Ceiling, "surge-ceiling", 2, "surge: the highest multiplier, at full utilization (at most 10)")
+	fs.Float64Var(&s.Target, "surge-target", 0.7, "surge: the utilization (slots running ÷ slots of the nodes that take jobs), from 0 to below 1, above which the multiplier rises")
+	fs.DurationVar(&s.Smoothing, "surge-smoothing", pricing.DefaultSmoothing, "surge: the time constant of the utilization's moving average, and the least time between two changes of the multiplier")
+}
+
+// validateSurge checks the surge flags, when surge is on.
+func validateSurge(s *pricing.SurgeConfig) error {
+	if !s.Enabled {
+		return nil
+	}
+	var errs []error
+	if !(s.Floor > 0 && s.Floor <= pricing.MaxSurge) {
+		errs = append(errs, &FieldError{"surge-floor", fmt.Sprintf("must be above 0 and at most %d", pricing.MaxSurge)})
+	}
+	if !(s.Ceiling >= s.Floor && s.Ceiling <= pricing.MaxSurge) {
+		errs = append(errs, &FieldError{"surge-ceiling", fmt.Sprintf("must be at least --surge-floor and at most %d", pricing.MaxSurge)})
+	}
+	if !(s.Target >= 0 && s.Target < 1) {
+		errs = append(errs, &FieldError{"surge-target", "must be at least 0 and below 1"})
+	}
+	if s.Smoothing < time.Second {
+		errs = append(errs, &FieldError{"surge-smoothing", "must be at least 1s"})
+	}
+	return errors.Join(errs...)
 }
 
 func billingFlags(fs *flag.FlagSet, l *ledger.Config, p *Pricing) {
@@ -214,7 +246,7 @@ func (c *Coordinator) Build() coordinator.Config {
 
 // validateMarket checks the settings marketFlags registers.
 func validateMarket(c *coordinator.Config, p *Pricing) error {
-	return errors.Join(validateBilling(&c.Ledger, p), validateLimits(&c.Gateway), validateCapacity(&c.Core, p))
+	return errors.Join(validateBilling(&c.Ledger, p), validateLimits(&c.Gateway), validateCapacity(&c.Core, p), validateSurge(&c.Fleet.Surge))
 }
 
 func validateBilling(l *ledger.Config, p *Pricing) error {

@@ -128,7 +128,14 @@ func ProviderFileTable() string {
 				continue
 			}
 			kind := kindOf(ft)
-			if strings.Contains(key, "price.") {
+			switch {
+			case strings.HasSuffix(key, ".timezone") && strings.Contains(key, "price."):
+				kind = "IANA time zone of the price's windows (`Europe/Berlin`); default: `availability.timezone`'s"
+			case strings.HasSuffix(key, ".name") && strings.Contains(key, "price."):
+				kind = "the window's name, what reports call its ask (`peak`): letters, digits, `-`, `_`"
+			case strings.HasSuffix(key, ".when") && strings.Contains(key, "price."):
+				kind = "weekly windows as `availability.windows` (`mon-fri 09:00-18:00`)"
+			case strings.Contains(key, "price."):
 				kind = "USD per 1M tokens (`0.05`)"
 			}
 			fl := "—"

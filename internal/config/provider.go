@@ -47,8 +47,11 @@ type Provider struct {
 	SimTTFT      time.Duration
 	SimTPS       float64
 	Ask          Ask
-	Trace        Trace
-	Log          Log
+	// Price is the file's price setting, for its ask schedule (Timezone, Windows): the flat
+	// ask is Ask's, which the flags and environment may set too.
+	Price Price
+	Trace Trace
+	Log   Log
 
 	file *fileSettings // what the YAML file set, to name its settings in errors
 }
@@ -60,10 +63,7 @@ type Offer struct {
 	Quantization  string `yaml:"quantization"`
 	ContextLength int    `yaml:"context_length"`
 	MaxConcurrent int    `yaml:"max_concurrent"`
-	Price         struct {
-		Input  string `yaml:"input"`
-		Output string `yaml:"output"`
-	} `yaml:"price"`
+	Price         Price  `yaml:"price"`
 }
 
 // Prices returns the offer's ask, or the node's for a price it does not set.
@@ -199,10 +199,7 @@ type providerFile struct {
 		SimTTFT  string   `yaml:"sim_ttft"`
 		SimTPS   string   `yaml:"sim_tps"`
 	} `yaml:"engine"`
-	Price struct {
-		Input  string `yaml:"input"`
-		Output string `yaml:"output"`
-	} `yaml:"price"`
+	Price        Price   `yaml:"price"`
 	Offers       []Offer `yaml:"offers"`
 	Availability struct {
 		Windows  string `yaml:"windows"`
@@ -263,6 +260,7 @@ func (p *Provider) LoadFile(fs *flag.FlagSet, path string) error {
 	}
 	p.Config, p.file = path, file
 	p.Offers = f.Offers
+	p.Price = f.Price
 	g := &p.Guard
 	g.EngineProcesses = f.Guard.EngineProcesses
 	g.ResumeTemperatureC, g.MaxPowerW, g.ResumePowerW = f.Guard.ResumeTemperatureC, f.Guard.MaxPowerW, f.Guard.ResumePowerW
@@ -418,7 +416,9 @@ func (p *Provider) validate() error {
 	if p.SimTPS < 0 {
 		errs = append(errs, &FieldError{"sim-tps", "must not be negative"})
 	}
-	if _, _, err := p.Ask.Prices(); err != nil {
+	if in, out, err := p.Ask.Prices(); err != nil {
+		errs = append(errs, err)
+	} else if _, err := p.AskSchedule(in, out); err != nil {
 		errs = append(errs, err)
 	}
 	errs = append(errs, p.validateOffers()...)
@@ -483,6 +483,11 @@ func (p *Provider) validateOffers() []error {
 		}
 		if _, err := money.ParsePrice(o.Price.Output); o.Price.Output != "" && err != nil {
 			errs = append(errs, &FieldError{field("price.output"), err.Error()})
+		}
+		if in, out, err := o.Prices(p.Ask); err == nil && len(o.Price.Windows) > 0 {
+			if _, err := p.OfferAskSchedule(i, in, out); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if len(p.Offers) > 0 && p.Models != "" {

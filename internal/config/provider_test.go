@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -105,6 +106,76 @@ func TestProvider_LoadFile(t *testing.T) {
 	}
 }
 
+// The file's ask schedules, node-wide and an offer's own, become the protocol's: a window's ask
+// it does not set is the flat one (the offer's), the zone is the price's, or the availability's.
+func TestProvider_AskSchedule(t *testing.T) {
+	p, err := loadProvider(t, `token: t
+availability: {timezone: Europe/Berlin}
+price:
+  input: 0.10
+  output: 0.20
+  windows:
+    - {name: peak, when: "mon-fri 09:00-18:00", input: 0.30, output: 0.60}
+    - {name: night, when: "daily 00:00-06:00", output: 0.05}
+offers:
+  - model: a
+    price: {output: 0.40}
+  - model: b
+    price:
+      timezone: America/New_York
+      windows: [{name: weekend, when: "sat,sun 00:00-24:00", input: 0.01}]
+`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatalf("Validate() = %v", err)
+	}
+	in, out, _ := p.Ask.Prices()
+	node, err := p.AskSchedule(in, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"timezone":"Europe/Berlin","windows":[` +
+		`{"name":"peak","when":"mon-fri 09:00-18:00","input_price":300000000,"output_price":600000000},` +
+		`{"name":"night","when":"daily 00:00-06:00","input_price":100000000,"output_price":50000000}]}`
+	if got := mustJSON(t, node); got != want {
+		t.Errorf("node's schedule = %s; want %s", got, want)
+	}
+	in, out, _ = p.Offers[0].Prices(p.Ask)
+	a, err := p.OfferAskSchedule(0, in, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Windows[1].OutputPrice != 50_000_000 || a.Windows[1].InputPrice != 100_000_000 || a.Windows[0].Name != "peak" {
+		t.Errorf("offer a (no windows of its own): %s; want the node's windows", mustJSON(t, a))
+	}
+	in, out, _ = p.Offers[1].Prices(p.Ask)
+	b, err := p.OfferAskSchedule(1, in, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"timezone":"America/New_York","windows":[{"name":"weekend","when":"sat,sun 00:00-24:00","input_price":10000000,"output_price":200000000}]}`; mustJSON(t, b) != want {
+		t.Errorf("offer b: %s; want %s", mustJSON(t, b), want)
+	}
+	flat, err := loadProvider(t, "token: t\n", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := flat.AskSchedule(1, 2); s != nil || err != nil {
+		t.Errorf("no windows: %v, %v; want no schedule", s, err)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 func equal(a, b any) bool {
 	as, aok := a.([]string)
 	bs, bok := b.([]string)
@@ -188,6 +259,11 @@ func TestProvider_FileErrors(t *testing.T) {
 		{"offer twice", "token: t\noffers:\n  - model: a\n  - model: a\n", 4, "offers[1].model", `"a" is offered twice`},
 		{"offer price", "token: t\noffers:\n  - model: a\n    price: {input: cheap}\n", 4, "offers[0].price.input", `"cheap" is not an amount of USD`},
 		{"offers and models", "token: t\nmodels: [b]\noffers: [{model: a}]\n", 2, "models", "set either models or the file's offers"},
+		{"ask window's price", "token: t\nprice:\n  windows:\n    - {name: peak, when: daily 09:00-17:00, input: lots}\n", 4, "price.windows[0].input", `"lots" is not an amount of USD`},
+		{"ask window's times", "token: t\nprice:\n  timezone: UTC\n  windows:\n    - {name: peak, when: mon-fry 09:00-17:00}\n", 4, "price.windows", `window "peak": unknown day "fry"`},
+		{"ask window without times", "token: t\nprice:\n  timezone: UTC\n  windows:\n    - {name: peak}\n", 5, "price.windows[0].when", "required"},
+		{"ask window's zone", "token: t\nprice:\n  timezone: Mars/Olympus\n  windows: [{name: peak, when: daily 09:00-17:00}]\n", 4, "price.windows", "unknown time zone"},
+		{"offer's ask window", "token: t\noffers:\n  - model: a\n    price:\n      timezone: UTC\n      windows: [{name: \"pe ak\", when: daily 09:00-17:00}]\n", 6, "offers[0].price.windows", "want letters, digits, - or _"},
 		{"time zone", "token: t\navailability:\n  timezone: Mars/Olympus\n", 3, "availability.timezone", `"Mars/Olympus" is not an IANA time zone`},
 		{"windows", "token: t\navailability:\n  windows: mon-fry 08:00-18:00\n", 3, "availability.windows", `unknown day "fry"`},
 		{"negative drain", "token: t\navailability:\n  drain: -1m\n", 3, "availability.drain", "must not be negative"},

@@ -656,22 +656,26 @@ func TestBuyer_Models(t *testing.T) {
 			t.Errorf("/models lacks %s", m.ID)
 			continue
 		}
-		for _, want := range []string{"de, us", "$0.05", "$0.1"} {
+		for _, want := range []string{"de, us", "$0.0525", "$0.105"} { // the asks and the 5% fee
 			if !strings.Contains(row, want) {
 				t.Errorf("%s's row lacks %q: %s", m.ID, want, row)
 			}
 		}
-		// Each tier at its multiplier of the asks, $0.05 and $0.10 per 1M tokens.
+		// What a request pays at each tier: its multiplier of the asks, $0.05 and $0.10 per 1M
+		// tokens, plus the 5% fee.
 		row = regexp.MustCompile(`(?s)<table id="tier-prices">.*?<tr data-model="` + regexp.QuoteMeta(m.ID) + `">.*?</tr>`).FindString(page)
 		for name, want := range map[string]string{
-			"gold":   "$0.10 / 1M<br>$0.20 / 1M",
-			"silver": "$0.05 / 1M<br>$0.10 / 1M",
-			"bronze": "$0.025 / 1M<br>$0.05 / 1M",
+			"gold":   "$0.105 / 1M<br>$0.21 / 1M",
+			"silver": "$0.0525 / 1M<br>$0.105 / 1M",
+			"bronze": "$0.02625 / 1M<br>$0.0525 / 1M",
 		} {
 			if got := regexp.MustCompile(`<td class="num" data-tier="` + name + `">(.*?)</td>`).FindStringSubmatch(row); got == nil || got[1] != want {
 				t.Errorf("%s's %s prices %q; want %q", m.ID, name, got, want)
 			}
 		}
+	}
+	if !strings.Contains(page, "platform fee included") || strings.Contains(page, "pays the ask") {
+		t.Errorf("GET /models: want it to say what a request pays, fee included, not that it pays the ask")
 	}
 	// In Persian, with its digits.
 	_, page = prov.get("/models", "Cookie", buyerLangCookie+"=fa")

@@ -15,16 +15,20 @@ type marketModel struct {
 	Nodes         int
 	ContextLength int
 	Simulated     bool
-	// Prices are the range of the nodes' asks per 1M tokens at the default tier, as a request
-	// that names no tier pays them; Tiers the range at each tier, first served first.
+	// Prices are the range of what a request pays per 1M tokens at the default tier (as a
+	// request that names no tier runs), from the cheapest node to the dearest: the nodes' asks in
+	// effect now (their ask schedules, the operator's surge) times the tier's multiplier, plus
+	// the platform fee; Tiers the range at each tier, first served first. Until is when a
+	// node's ask changes next by its schedule (zero: none has one).
 	Prices          priceRange
 	Tiers           []marketTier
+	Until           time.Time
 	Regions         []string // "" when a node did not say, left out
 	TTFTMillis      int64    // median time to first token; 0 unmeasured
 	TokensPerSecond int64    // median throughput; 0 unmeasured
 }
 
-// priceRange is the cheapest and the dearest ask per 1M tokens, priced at one tier.
+// priceRange is the cheapest and the dearest price per 1M tokens at one tier, fee included.
 type priceRange struct {
 	MinInput, MaxInput, MinOutput, MaxOutput money.Price
 }
@@ -57,10 +61,10 @@ func (c *Console) models(w http.ResponseWriter, r *http.Request) error {
 	if c.cfg.Fleet != nil {
 		for _, mi := range c.cfg.Fleet.Models() {
 			m := marketModel{ID: mi.ID, Nodes: mi.Nodes, ContextLength: mi.ContextLength, Simulated: mi.Simulated,
-				Prices:     pricesAt(c.cfg.TierPrices, mi, tier.Silver),
+				Prices: c.pricesAt(mi, tier.Silver), Until: mi.Until,
 				TTFTMillis: mi.TTFT.Round(time.Millisecond).Milliseconds(), TokensPerSecond: int64(mi.TokensPerSecond + 0.5)}
 			for _, t := range tier.All {
-				m.Tiers = append(m.Tiers, marketTier{Name: t.String(), priceRange: pricesAt(c.cfg.TierPrices, mi, t)})
+				m.Tiers = append(m.Tiers, marketTier{Name: t.String(), priceRange: c.pricesAt(mi, t)})
 			}
 			for _, reg := range mi.Regions {
 				if reg != "" {
@@ -74,8 +78,15 @@ func (c *Console) models(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// pricesAt is a model's range of asks priced at tier t, as GET /v1/models prices it.
-func pricesAt(m tier.Multipliers, mi fleet.ModelInfo, t tier.Tier) priceRange {
-	at := func(ask int64) money.Price { return m.Price(money.Price(ask), t) }
+// pricesAt is what a request pays for a model at tier t: the range of asks in effect priced at
+// the tier, as GET /v1/models prices them, plus the platform fee.
+func (c *Console) pricesAt(mi fleet.ModelInfo, t tier.Tier) priceRange {
+	at := func(ask int64) money.Price {
+		p := c.cfg.TierPrices.Price(money.Price(ask), t)
+		if c.cfg.Ledger != nil {
+			p = c.cfg.Ledger.BuyerPrice(p)
+		}
+		return p
+	}
 	return priceRange{MinInput: at(mi.MinInput), MaxInput: at(mi.MaxInput), MinOutput: at(mi.MinOutput), MaxOutput: at(mi.MaxOutput)}
 }

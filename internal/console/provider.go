@@ -22,8 +22,10 @@ import (
 //	GET  /provider                       provider tokens, nodes with their live state, earnings
 //	POST /provider/tokens                create a token: the page again, with the token shown once
 //	POST /provider/tokens/{id}/revoke    revoke one of the account's tokens
-//	GET  /provider/nodes/{id}            one node: status, hardware, telemetry, windows, offers,
-//	                                     sessions, its record per day, reputation, events
+//	GET  /provider/nodes/{id}            one node: status, hardware, telemetry, windows, offers and
+//	                                     their asks now, its ask schedule, sessions, its record
+//	                                     per day, reputation, events
+//	POST /provider/nodes/{id}/asks       set or clear the node's ask schedule (pricing.go)
 //	GET  /provider/earnings              earnings per day and node, totals, payouts
 //
 // They show what the provider API (GET /v1/provider/nodes, /v1/provider/earnings) returns, from
@@ -34,6 +36,7 @@ func (c *Console) registerProvider(mux *http.ServeMux) {
 	mux.Handle("POST /provider/tokens", c.as(store.RoleProvider, c.providerCreateToken))
 	mux.Handle("POST /provider/tokens/{id}/revoke", c.as(store.RoleProvider, c.providerRevokeToken))
 	mux.Handle("GET /provider/nodes/{id}", c.as(store.RoleProvider, c.providerNode))
+	mux.Handle("POST /provider/nodes/{id}/asks", c.as(store.RoleProvider, c.providerSetAsks))
 	mux.Handle("GET /provider/earnings", c.as(store.RoleProvider, c.providerEarnings))
 }
 
@@ -79,6 +82,8 @@ type provOffer struct {
 	// Level is the model's own level on the node (store.Level*), while the node is connected;
 	// "" offline.
 	Level string
+	// Now is what it asks now, while the node is connected; nil offline.
+	Now *askNow
 }
 
 // pageAccount is the account whose pages the request shows: the logged-in user's.
@@ -187,7 +192,7 @@ func (c *Console) liveNode(n *store.Node) provNode {
 	}
 	for _, o := range live.Offers {
 		po := offerOf(o.Offer)
-		po.Running, po.Warm, po.Level = o.Running(), o.Warm(), o.OwnLevel()
+		po.Running, po.Warm, po.Level, po.Now = o.Running(), o.Warm(), o.OwnLevel(), askNowOf(o.Price())
 		v.Running += po.Running
 		v.Offers = append(v.Offers, po)
 	}
@@ -240,6 +245,7 @@ type provEarnings struct {
 	Balance *store.Balance
 	Chart   Chart
 	Payouts []store.Payout // newest first
+	ByAsk   []askRow       // the same earnings by the ask they were billed at, dearest first
 }
 
 // provEarningRow is a node's earnings on a day.
@@ -273,6 +279,11 @@ func (c *Console) providerEarnings(w http.ResponseWriter, r *http.Request) error
 	if data.Payouts, err = c.cfg.Store.Payouts(ctx, account, 50); err != nil {
 		return err
 	}
+	byAsk, err := c.cfg.Store.EarningsByAsk(ctx, account, since)
+	if err != nil {
+		return err
+	}
+	data.ByAsk = askRowsOf(byAsk)
 	for _, e := range es {
 		data.Rows = append(data.Rows, provEarningRow{Day: e.Day, NodeID: e.NodeID, NodeName: names[e.NodeID], Pending: e.Pending, Available: e.Available})
 		data.Pending += e.Pending
@@ -300,6 +311,7 @@ type provNodePage struct {
 	Sessions          []provSession // newest first
 	Reputation        provReputation
 	Events            []*store.NodeEvent
+	Asks              askForm // the node's ask schedule, to change
 }
 
 // provGPU is one GPU's reading; a field the tool could not read is not Has….
@@ -333,14 +345,20 @@ type provReputation struct {
 }
 
 func (c *Console) providerNode(w http.ResponseWriter, r *http.Request) error {
-	ctx, id := r.Context(), r.PathValue("id")
-	n, err := c.cfg.Store.Node(ctx, id)
+	n, err := c.cfg.Store.Node(r.Context(), r.PathValue("id"))
 	if err == nil && n.AccountID != pageAccount(r) && !sessionOf(r).user.Has(store.RoleAdmin) {
 		err = store.ErrNotFound // another provider's node does not exist for this one
 	}
 	if err != nil {
 		return err
 	}
+	return c.renderNode(w, r, n, http.StatusOK, nil)
+}
+
+// renderNode renders a node's page with status; asks is the schedule form as sent, when it
+// was refused, nil to show the node's schedule.
+func (c *Console) renderNode(w http.ResponseWriter, r *http.Request, n *store.Node, status int, asks *askForm) error {
+	ctx, id := r.Context(), n.ID
 	days := provDefaultDays
 	if s := r.URL.Query().Get("days"); s != "" {
 		if d, err := strconv.Atoi(s); err == nil && d >= 1 && d <= provMaxDays {
@@ -415,7 +433,16 @@ func (c *Console) providerNode(w http.ResponseWriter, r *http.Request) error {
 			data.Reputation.ChecksPassed++
 		}
 	}
-	c.render(w, r, http.StatusOK, "provider_node", data)
+	stored, err := c.cfg.Store.NodeAskSchedule(ctx, id)
+	if err != nil {
+		return err
+	}
+	data.Asks = askFormOf(stored, c.cfg.Fleet.Node(id))
+	if asks != nil {
+		asks.Set = data.Asks.Set
+		data.Asks = *asks
+	}
+	c.render(w, r, status, "provider_node", data)
 	return nil
 }
 

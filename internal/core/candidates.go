@@ -30,7 +30,26 @@ const servedFor = time.Minute
 type candidateSnapshot struct {
 	index   *matcher.Index // shared by concurrent decisions: read-only
 	at      time.Time
-	changed <-chan struct{} // closed when a node joins or leaves
+	until   time.Time       // when the first candidate's ask changes by its schedule; zero: never
+	changed <-chan struct{} // closed when a node joins or leaves, or a price changes otherwise
+}
+
+// fresh reports whether the snapshot may still be used at now: younger than candidateTTL,
+// the fleet unchanged, and no ask changed since, so that a decision ranks, filters on
+// max_price and pays the ask in effect now.
+func (s candidateSnapshot) fresh(now time.Time) bool {
+	return now.Sub(s.at) < candidateTTL && (s.until.IsZero() || now.Before(s.until)) && !closed(s.changed)
+}
+
+// priceUntil is the first time one of cands' asks changes by its schedule; zero: never.
+func priceUntil(cands []matcher.Candidate) time.Time {
+	var first time.Time
+	for _, c := range cands {
+		if u := c.PriceUntil; !u.IsZero() && (first.IsZero() || u.Before(first)) {
+			first = u
+		}
+	}
+	return first
 }
 
 // index returns the index of a model's candidates, as recent as candidateTTL.
@@ -39,11 +58,12 @@ func (c *Core) index(model string) *matcher.Index {
 	c.cands.mu.Lock()
 	s, ok := c.cands.m[model]
 	c.cands.mu.Unlock()
-	if ok && now.Sub(s.at) < candidateTTL && !closed(s.changed) {
+	if ok && s.fresh(now) {
 		return s.index
 	}
 	changed := c.cfg.Fleet.Changed() // before the snapshot: a change after it invalidates it
-	s = candidateSnapshot{index: matcher.NewIndex(fleet.Candidates(c.cfg.Fleet.Offers(model))), at: now, changed: changed}
+	cands := fleet.Candidates(c.cfg.Fleet.Offers(model))
+	s = candidateSnapshot{index: matcher.NewIndex(cands), at: now, until: priceUntil(cands), changed: changed}
 	c.cands.mu.Lock()
 	if c.cands.m == nil {
 		c.cands.m = make(map[string]candidateSnapshot)

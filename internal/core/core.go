@@ -194,7 +194,9 @@ type Request struct {
 	jobs        int             // jobs the request has taken
 	fruitless   int             // jobs in a row that failed without adding to the answer
 	avoid       map[string]bool // nodes not to try: those that refused it, or just failed it
-	ask         ledger.Ask      // of the node of the current attempt
+	ask         ledger.Ask      // of the node of the current attempt, fixed when it took it
+	askWindow   string          // where ask comes from: the ask schedule's window ("" flat)
+	surge       int64           // and the surge multiplier, basis points
 	failure     error           // why the last node failed
 	// parts are the work of nodes that failed mid-answer, each paid for what it delivered.
 	parts      []ledger.Work

@@ -103,7 +103,7 @@ func (c *Core) dispatch(ctx context.Context, r *Request, req *protocol.Request) 
 			c.cfg.Metrics.Matched()
 		}
 		if r.held == 0 {
-			if err := c.hold(ctx, r, req, offer); err != nil {
+			if err := c.hold(ctx, r, req, cand); err != nil {
 				offer.Release()
 				return nil, nil, err
 			}
@@ -121,7 +121,10 @@ func (c *Core) dispatch(ctx context.Context, r *Request, req *protocol.Request) 
 		jctx, jspan := c.startJob(ctx, offer, sent, r)
 		job, err := c.cfg.Fleet.Dispatch(jctx, offer, sent)
 		if err == nil {
-			r.ask, r.span = c.askOf(offer, r), jspan
+			r.ask, r.askWindow, r.surge, r.span = c.askOf(cand, r), cand.AskWindow, cand.Surge, jspan
+			if r.Ask != nil {
+				r.askWindow, r.surge = "", 0 // the caller's ask, not the node's
+			}
 			if !r.paused.IsZero() {
 				c.cfg.Metrics.Resumed(c.cfg.Now().Sub(r.paused).Seconds())
 				r.paused = time.Time{}
@@ -267,12 +270,12 @@ func match(mreq matcher.Request, ix *matcher.Index) (matcher.Candidate, error) {
 
 // hold reserves the most the request may cost on the node picked, funding the account first
 // when it is short and the request says how (Request.Fund). An unbilled request holds nothing.
-func (c *Core) hold(ctx context.Context, r *Request, req *protocol.Request, offer *fleet.Offer) error {
-	r.bounds.CompletionTokens = c.cfg.Ledger.CompletionBound(req.MaxTokens, offer.ContextLength)
+func (c *Core) hold(ctx context.Context, r *Request, req *protocol.Request, cand matcher.Candidate) error {
+	r.bounds.CompletionTokens = c.cfg.Ledger.CompletionBound(req.MaxTokens, fleet.OfferOf(cand).ContextLength)
 	if r.Unbilled {
 		return nil // priced all the same, for the caller's outcome, and settled nowhere
 	}
-	amount := c.maxCost(offer, req, r)
+	amount := c.maxCost(cand, req, r)
 	// A hold once queued commits whether or not the request is still there: wait for it, and
 	// void it when the request ended meanwhile, so that none is left open.
 	err := c.cfg.Ledger.Hold(context.WithoutCancel(ctx), r.ID, r.payer(), amount)
@@ -325,7 +328,7 @@ func (c *Core) take(ctx context.Context, r *Request, mreq matcher.Request, ix *m
 	if err != nil || r.held == 0 || cand.Slot == nil {
 		return cand, err
 	}
-	cost := c.maxCost(fleet.OfferOf(cand), req, r)
+	cost := c.maxCost(cand, req, r)
 	if cost <= r.held {
 		return cand, nil
 	}
@@ -346,7 +349,7 @@ func (c *Core) take(ctx context.Context, r *Request, mreq matcher.Request, ix *m
 
 // matchWithin is match among the nodes whose cost fits the request's hold.
 func (c *Core) matchWithin(mreq matcher.Request, ix *matcher.Index, req *protocol.Request, r *Request) (matcher.Candidate, error) {
-	cands := slices.DeleteFunc(slices.Clone(ix.Candidates()), func(cand matcher.Candidate) bool { return c.maxCost(fleet.OfferOf(cand), req, r) > r.held })
+	cands := slices.DeleteFunc(slices.Clone(ix.Candidates()), func(cand matcher.Candidate) bool { return c.maxCost(cand, req, r) > r.held })
 	return matcher.Match(mreq, cands).Pick()
 }
 
@@ -378,20 +381,25 @@ func noNode(model string, serving int, err error) error {
 	return e
 }
 
-// askOf is what the request pays per million tokens on an offer: its ask at the request's tier.
-func (c *Core) askOf(o *fleet.Offer, r *Request) ledger.Ask {
+// askOf is what the request pays per million tokens on a candidate: its ask in effect when the
+// candidate was read (its schedule's window, times surge: fleet.Offer.Price), at the request's
+// tier. It is the price the matcher checked max_price against, so the buyer's cap holds, and
+// the request keeps it (r.ask) for its whole answer, whenever the ask changes: the price is
+// fixed when the request takes the node. (The candidates are read again at an ask's change:
+// candidates.go.)
+func (c *Core) askOf(cand matcher.Candidate, r *Request) ledger.Ask {
 	if r.Ask != nil {
 		return *r.Ask
 	}
 	m := c.cfg.TierPrices
-	return ledger.Ask{Input: m.Price(money.Price(o.InputPrice), r.tier), Output: m.Price(money.Price(o.OutputPrice), r.tier)}
+	return ledger.Ask{Input: m.Price(cand.InputPrice, r.tier), Output: m.Price(cand.OutputPrice, r.tier)}
 }
 
-// maxCost is the most the request may cost on an offer, fee included.
-func (c *Core) maxCost(o *fleet.Offer, req *protocol.Request, r *Request) money.Nanos {
+// maxCost is the most the request may cost on a candidate, fee included.
+func (c *Core) maxCost(cand matcher.Candidate, req *protocol.Request, r *Request) money.Nanos {
 	b := r.bounds
-	b.CompletionTokens = c.cfg.Ledger.CompletionBound(req.MaxTokens, o.ContextLength)
-	return c.cfg.Ledger.MaxCost(c.askOf(o, r), b)
+	b.CompletionTokens = c.cfg.Ledger.CompletionBound(req.MaxTokens, fleet.OfferOf(cand).ContextLength)
+	return c.cfg.Ledger.MaxCost(c.askOf(cand, r), b)
 }
 
 // holdError turns a refused hold into the buyer's 402.

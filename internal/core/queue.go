@@ -67,7 +67,7 @@ func (c *Core) waitable(model string, err error) bool {
 func (c *Core) fits(mreq matcher.Request, req *protocol.Request, r *Request) func(*matcher.Candidate) bool {
 	fit := matcher.NewFit(mreq)
 	return func(cand *matcher.Candidate) bool {
-		return fit.Admits(cand) && (r.held == 0 || c.maxCost(fleet.OfferOf(*cand), req, r) <= r.held)
+		return fit.Admits(cand) && (r.held == 0 || c.maxCost(*cand, req, r) <= r.held)
 	}
 }
 

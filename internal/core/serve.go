@@ -271,7 +271,7 @@ func (c *Core) price(r *Request, works []ledger.Work) *ledger.Bill {
 // the count.
 func (c *Core) work(r *Request, st *relay.State, job *fleet.Job, used protocol.Usage, pieces, delivered int, complete bool) ledger.Work {
 	n, model := job.Offer.Node, job.Offer.Model
-	w := ledger.Work{NodeID: n.ID, ProviderID: n.AccountID, Ask: r.ask,
+	w := ledger.Work{NodeID: n.ID, ProviderID: n.AccountID, Ask: r.ask, AskWindow: r.askWindow, Surge: r.surge,
 		PromptTokens: used.PromptTokens, CompletionTokens: used.CompletionTokens, DeliveredBytes: delivered}
 	text, aside := st.Text.String()[r.from:], st.Aside.String()[r.asideFrom:]
 	special := 1 + r.stopTokens(c, model) // an end-of-text token, or the stop string matched
@@ -370,7 +370,7 @@ func (c *Core) checkpoint(r *Request, st *relay.State, job *fleet.Job, pieces in
 		}
 	}
 	n := job.Offer.Node
-	w := ledger.Work{NodeID: n.ID, ProviderID: n.AccountID, Ask: r.ask, PromptTokens: r.bounds.PromptEstimate,
+	w := ledger.Work{NodeID: n.ID, ProviderID: n.AccountID, Ask: r.ask, AskWindow: r.askWindow, Surge: r.surge, PromptTokens: r.bounds.PromptEstimate,
 		CompletionTokens: completion, DeliveredBytes: len(text) + len(aside)}
 	soFar := c.cfg.Ledger.Price(r.ID, r.bounds, append(slices.Clip(r.parts), w))
 	c.cfg.Ledger.CheckpointLater(soFar, r.usage, r.ended.Load)

@@ -4,7 +4,6 @@ import (
 	"strings"
 
 	"github.com/shareai/shareai/internal/matcher"
-	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/reputation"
 )
 
@@ -14,7 +13,7 @@ import (
 var _ matcher.Slot = (*Offer)(nil)
 
 // Candidates returns the matcher's candidates of a fleet snapshot, with what the fleet has
-// measured of each: ask, region, slots, reliability, round trip, time to first token, output
+// measured of each: ask in effect (Offer.Price), region, slots, reliability, round trip, time to first token, output
 // rate, warmth.
 func Candidates(offers []*Offer) []matcher.Candidate {
 	cs := make([]matcher.Candidate, len(offers))
@@ -27,10 +26,14 @@ func Candidates(offers []*Offer) []matcher.Candidate {
 // Candidate returns the offer as the matcher sees it (see Candidates), its slot the offer.
 func (o *Offer) Candidate() matcher.Candidate {
 	st := o.Stats()
+	p := o.Price()
 	c := matcher.Candidate{
 		Slot:            o,
-		InputPrice:      money.Price(o.InputPrice),
-		OutputPrice:     money.Price(o.OutputPrice),
+		InputPrice:      p.Input,
+		OutputPrice:     p.Output,
+		AskWindow:       p.Window,
+		Surge:           p.Surge,
+		PriceUntil:      p.Until,
 		Reliability:     Reliability(o.Node, st),
 		Running:         o.Running(),
 		MaxConcurrent:   o.MaxConcurrent,

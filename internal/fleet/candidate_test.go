@@ -31,7 +31,7 @@ func TestCandidates(t *testing.T) {
 	o.Observe(false, 0, 0)
 	got := fleet.Candidates([]*fleet.Offer{o, {Offer: protocol.Offer{MaxConcurrent: 1}, Node: (&fleet.Node{ID: "b", Region: "europe"}).WithLevel("verified")}})
 	want := matcher.Candidate{Slot: o, NodeID: "a", ProviderID: "acct-a", Region: "de", InputPrice: money.Price(150_000_000), OutputPrice: money.Price(150_000_000),
-		Reliability: 0.8, Running: 1, MaxConcurrent: 3, Quantization: "q4_k_m", TTFT: 200 * time.Millisecond, TokensPerSecond: 40, Warm: true}
+		Reliability: 0.8, Running: 1, MaxConcurrent: 3, Quantization: "q4_k_m", TTFT: 200 * time.Millisecond, TokensPerSecond: 40, Warm: true, Surge: 10000}
 	if got[0] != want {
 		t.Errorf("got %+v; want %+v", got[0], want)
 	}

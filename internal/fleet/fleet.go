@@ -3,7 +3,7 @@
 // connections, registers nodes, dispatches jobs and carries their frames both ways.
 //
 // Lock order: Fleet.mu, then session.mu, then Job.mu or Offer.mu (leaves: nothing is locked
-// while they are held).
+// while they are held). The surge's lock (price.go) is a leaf too, taken with none held.
 //
 // It must not import the gateway, relay or ledger.
 package fleet
@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shareai/shareai/internal/pricing"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/store"
 	"github.com/shareai/shareai/internal/tier"
@@ -51,8 +52,13 @@ type Config struct {
 	// one provider token cannot flood the fleet (and the prober, and the node records) with
 	// nodes of throwaway keys. Default DefaultMaxNodesPerAccount.
 	MaxNodesPerAccount int
-	Log                *slog.Logger
-	Now                func() time.Time // default time.Now
+	// Surge is the operator's surge multiplier of the asks (package pricing); zero: off.
+	// SurgeInterval is how often the models' utilization is sampled for it, default
+	// DefaultSurgeInterval.
+	Surge         pricing.SurgeConfig
+	SurgeInterval time.Duration
+	Log           *slog.Logger
+	Now           func() time.Time // default time.Now
 }
 
 // DefaultMaxNodesPerAccount is the default of Config.MaxNodesPerAccount: a lab's racks, not
@@ -74,6 +80,7 @@ type Fleet struct {
 	changed  chan struct{}     // closed and replaced whenever the node set changes
 	handoff  atomic.Pointer[func(*Offer) bool]
 	peers    Peers // reaches remote nodes (remote.go); nil: none
+	surge    surges
 }
 
 // New returns an empty fleet.
@@ -92,6 +99,9 @@ func New(cfg Config) *Fleet {
 	}
 	if cfg.MaxNodesPerAccount <= 0 {
 		cfg.MaxNodesPerAccount = DefaultMaxNodesPerAccount
+	}
+	if cfg.SurgeInterval <= 0 {
+		cfg.SurgeInterval = DefaultSurgeInterval
 	}
 	return &Fleet{
 		cfg:      cfg,
@@ -168,8 +178,9 @@ func (f *Fleet) changedNow() {
 	f.notify()
 }
 
-// Changed returns a channel that is closed the next time a node joins or leaves, or a model
-// is loaded or unloaded on a node.
+// Changed returns a channel that is closed the next time a node joins or leaves, a model is
+// loaded or unloaded on a node, or a price changes other than by an ask schedule's edge (a
+// surge multiplier, a schedule set in the console: price.go).
 func (f *Fleet) Changed() <-chan struct{} {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -183,8 +194,11 @@ type ModelInfo struct {
 	ContextLength int
 	Since         time.Time // when the longest-connected node serving it connected
 	Simulated     bool      // every node serving it is simulated
-	// The range of the nodes' asks, in nano-dollars per million tokens.
+	// The range of the nodes' asks in effect now (Offer.Price: surge included), in
+	// nano-dollars per million tokens; Until is when the first of them may change by its ask
+	// schedule (zero: none has one).
 	MinInput, MaxInput, MinOutput, MaxOutput int64
+	Until                                    time.Time
 	Regions                                  []string // sorted; "" when a node did not say
 	TTFT                                     time.Duration
 	TokensPerSecond                          float64 // medians over the nodes measured
@@ -239,8 +253,9 @@ func (f *Fleet) Model(id string) (ModelInfo, bool) {
 }
 
 func summarize(id string, offers []*Offer) ModelInfo {
+	first := offers[0].Price()
 	mi := ModelInfo{ID: id, Nodes: len(offers), Simulated: true,
-		MinInput: offers[0].InputPrice, MaxInput: offers[0].InputPrice, MinOutput: offers[0].OutputPrice, MaxOutput: offers[0].OutputPrice}
+		MinInput: int64(first.Input), MaxInput: int64(first.Input), MinOutput: int64(first.Output), MaxOutput: int64(first.Output)}
 	var ttfts []time.Duration
 	var tps []float64
 	regions := map[string]bool{}
@@ -250,8 +265,13 @@ func summarize(id string, offers []*Offer) ModelInfo {
 			mi.Since = o.Node.Connected
 		}
 		mi.Simulated = mi.Simulated && o.Node.Hardware.Simulated
-		mi.MinInput, mi.MaxInput = min(mi.MinInput, o.InputPrice), max(mi.MaxInput, o.InputPrice)
-		mi.MinOutput, mi.MaxOutput = min(mi.MinOutput, o.OutputPrice), max(mi.MaxOutput, o.OutputPrice)
+		p := o.Price()
+		in, out := int64(p.Input), int64(p.Output)
+		mi.MinInput, mi.MaxInput = min(mi.MinInput, in), max(mi.MaxInput, in)
+		mi.MinOutput, mi.MaxOutput = min(mi.MinOutput, out), max(mi.MaxOutput, out)
+		if !p.Until.IsZero() && (mi.Until.IsZero() || p.Until.Before(mi.Until)) {
+			mi.Until = p.Until
+		}
 		regions[o.Node.Region] = true
 		st := o.Stats()
 		if st.TTFT > 0 {
@@ -453,7 +473,12 @@ func (f *Fleet) flushAll(ctx context.Context) error {
 
 // Run does the fleet's background work until ctx is done.
 func (f *Fleet) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	if f.cfg.Surge.Enabled {
+		wg.Go(func() { f.surgeLoop(ctx, f.cfg.SurgeInterval) })
+	}
 	f.touchLoop(ctx, f.cfg.RecordInterval)
+	wg.Wait()
 }
 
 // Node is a connected node.
@@ -559,6 +584,7 @@ func (f *Fleet) initOffers(n *Node) {
 		}
 		o.level.Store(&level)
 	}
+	f.initAsks(ctx, n)
 }
 
 // Offer is one model a connected node serves, with its free slots.
@@ -574,6 +600,12 @@ type Offer struct {
 	// LevelQuarantined); nil for an offer the fleet did not register (a what-if ranking, a
 	// test), which follows its node.
 	level atomic.Pointer[string]
+	// fleet prices the offer (its clock and surge); nil for an offer in no fleet. own is its
+	// own ask schedule, compiled; asks the one it prices by: own, or its node's from the
+	// console. Nil: the flat ask.
+	fleet *Fleet
+	own   *pricing.Asks
+	asks  atomic.Pointer[pricing.Asks]
 }
 
 // OwnLevel returns the model's own level on its node: store.LevelNew until the model passes

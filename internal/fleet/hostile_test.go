@@ -95,6 +95,19 @@ func TestHostileNode(t *testing.T) {
 		{"too many GPUs", func(r *protocol.Register) { r.Hardware.GPUs = make([]protocol.GPU, 500) }, websocket.StatusPolicyViolation, "too many GPUs: 500 > 64"},
 		{"long GPU name", func(r *protocol.Register) { r.Hardware.GPUs = []protocol.GPU{{Name: long(5000)}} }, websocket.StatusPolicyViolation, "gpu 0 name too long: 5000 > 128 bytes"},
 		{"long agent version", func(r *protocol.Register) { r.Agent = long(5000) }, websocket.StatusPolicyViolation, "agent version too long: 5000 > 64 bytes"},
+		{"ask schedule flood", func(r *protocol.Register) {
+			s := &protocol.AskSchedule{Timezone: "UTC"}
+			for i := range 5000 {
+				s.Windows = append(s.Windows, protocol.AskWindow{Name: fmt.Sprint("w", i), When: "daily 01:00-02:00"})
+			}
+			r.Offers[0].AskSchedule = s
+		}, websocket.StatusPolicyViolation, "ask schedule: too many windows: 5000 > 16"},
+		{"ask schedule priced over the max", func(r *protocol.Register) {
+			r.Offers[0].AskSchedule = &protocol.AskSchedule{Timezone: "UTC", Windows: []protocol.AskWindow{{Name: "peak", When: "daily 09:00-17:00", InputPrice: 1 << 62}}}
+		}, websocket.StatusPolicyViolation, `ask schedule: window "peak": prices must be between 0 and`},
+		{"ask schedule of a long spec", func(r *protocol.Register) {
+			r.Offers[0].AskSchedule = &protocol.AskSchedule{Timezone: "UTC", Windows: []protocol.AskWindow{{Name: "peak", When: long(5000)}}}
+		}, websocket.StatusPolicyViolation, `ask schedule: window "peak": times too long: 5000 > 512 bytes`},
 		{"oversized register", func(r *protocol.Register) { r.Windows = long(protocol.MaxRegisterBytes) }, websocket.StatusMessageTooBig, "read limited at"},
 	}
 	for _, tt := range registers {

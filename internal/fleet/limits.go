@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/pricing"
 	"github.com/shareai/shareai/internal/protocol"
 )
 
@@ -143,6 +144,9 @@ func checkOffers(offers []protocol.Offer) error {
 			return refuse("offer %s: context_length %d not in 0..%d", quote(o.Model), o.ContextLength, protocol.MaxContextLength)
 		case o.InputPrice < 0 || o.OutputPrice < 0 || money.Price(o.InputPrice) > money.MaxPrice || money.Price(o.OutputPrice) > money.MaxPrice:
 			return refuse("offer %s: prices must be between 0 and %s USD per 1M tokens", quote(o.Model), money.MaxPrice)
+		}
+		if _, err := pricing.Compile(o.AskSchedule); err != nil {
+			return refuse("offer %s: ask schedule: %v", quote(o.Model), err)
 		}
 		seen[o.Model] = true
 	}

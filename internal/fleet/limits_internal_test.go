@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
 )
 
@@ -18,6 +19,14 @@ func validRegister() *protocol.Register {
 			GPUs: []protocol.GPU{{Index: 0, Vendor: "nvidia", Name: "NVIDIA GeForce RTX 4090", UUID: "GPU-8e1e5c3c-5f2c-4b8e-9a3c-0d1e2f3a4b5c", VRAMMiB: 24564, Driver: "550.54", CUDA: "12.4"}}},
 		Offers: []protocol.Offer{{Model: "llama3.1:8b", Quantization: "Q4_K_M", ContextLength: 8192, MaxConcurrent: 4}},
 	}
+}
+
+// askSchedule is a valid ask schedule, changed by change.
+func askSchedule(change func(*protocol.AskSchedule)) *protocol.AskSchedule {
+	s := &protocol.AskSchedule{Timezone: "Europe/Berlin", Windows: []protocol.AskWindow{
+		{Name: "peak", When: "mon-fri 09:00-18:00", InputPrice: 300_000_000, OutputPrice: 600_000_000}}}
+	change(s)
+	return s
 }
 
 func TestCheckRegister(t *testing.T) {
@@ -60,6 +69,36 @@ func TestCheckRegister(t *testing.T) {
 		{"too many slots", func(r *protocol.Register) { r.Offers[0].MaxConcurrent = 1 << 30 }, "max_concurrent 1073741824 not in 1..1024"},
 		{"negative context", func(r *protocol.Register) { r.Offers[0].ContextLength = -1 }, "context_length -1 not in"},
 		{"negative price", func(r *protocol.Register) { r.Offers[0].InputPrice = -1 }, "prices must be between 0 and"},
+		{"ask schedule", func(r *protocol.Register) { r.Offers[0].AskSchedule = askSchedule(func(*protocol.AskSchedule) {}) }, ""},
+		{"ask schedule at the limits", func(r *protocol.Register) {
+			r.Offers[0].AskSchedule = askSchedule(func(s *protocol.AskSchedule) {
+				for i := len(s.Windows); i < protocol.MaxAskWindows; i++ {
+					s.Windows = append(s.Windows, protocol.AskWindow{Name: fmt.Sprint("w", i), When: "sun 01:00-02:00", InputPrice: int64(money.MaxPrice)})
+				}
+			})
+		}, ""},
+		{"ask schedule without a zone", func(r *protocol.Register) {
+			r.Offers[0].AskSchedule = askSchedule(func(s *protocol.AskSchedule) { s.Timezone = "" })
+		}, `offer "llama3.1:8b": ask schedule: no time zone`},
+		{"ask schedule in an unknown zone", func(r *protocol.Register) {
+			r.Offers[0].AskSchedule = askSchedule(func(s *protocol.AskSchedule) { s.Timezone = "../../etc/passwd" })
+		}, `ask schedule: unknown time zone`},
+		{"ask schedule of too many windows", func(r *protocol.Register) {
+			r.Offers[0].AskSchedule = askSchedule(func(s *protocol.AskSchedule) {
+				for i := range 1000 {
+					s.Windows = append(s.Windows, protocol.AskWindow{Name: fmt.Sprint("w", i), When: "daily 01:00-02:00"})
+				}
+			})
+		}, "ask schedule: too many windows: 1001 > 16"},
+		{"ask over the max", func(r *protocol.Register) {
+			r.Offers[0].AskSchedule = askSchedule(func(s *protocol.AskSchedule) { s.Windows[0].OutputPrice = 1 << 62 })
+		}, `ask schedule: window "peak": prices must be between 0 and`},
+		{"ask window of a bad spec", func(r *protocol.Register) {
+			r.Offers[0].AskSchedule = askSchedule(func(s *protocol.AskSchedule) { s.Windows[0].When = "someday " + long(400) })
+		}, `ask schedule: window "peak": unknown day "someday"`},
+		{"ask window of a control character", func(r *protocol.Register) {
+			r.Offers[0].AskSchedule = askSchedule(func(s *protocol.AskSchedule) { s.Windows[0].Name = "peak\n" })
+		}, `ask schedule: window 0: name "peak\n": want letters, digits, - or _`},
 		{"long region", func(r *protocol.Register) { r.Region = long(100) }, "region too long: 100 > 32 bytes"},
 		{"invalid region", func(r *protocol.Register) { r.Region = "eu west" }, `invalid region "eu west"`},
 		{"region label injection", func(r *protocol.Register) { r.Region = `de",level="trusted` }, "invalid region"},

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/shareai/shareai/internal/pricing"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/tier"
 )
@@ -112,7 +113,10 @@ func (f *Fleet) PutRemote(r RemoteNode) {
 		Windows: r.Windows, Timezone: r.Timezone, Hardware: r.Hardware,
 		remote: &remote{peers: f.peers, owner: r.Owner, key: r.Key, seen: now, gone: make(chan struct{})}}
 	for _, ro := range r.Offers {
-		n.Offers = append(n.Offers, &Offer{Offer: ro.Offer, Node: n})
+		o := &Offer{Offer: ro.Offer, Node: n, fleet: f}
+		o.own, _ = pricing.Compile(ro.AskSchedule) // as its owner prices it
+		o.asks.Store(o.own)
+		n.Offers = append(n.Offers, o)
 	}
 	n.update(r)
 	if old != nil {
@@ -149,7 +153,7 @@ func sameOffers(n *Node, offers []RemoteOffer) bool {
 		return false
 	}
 	for i, o := range n.Offers {
-		if o.Offer != offers[i].Offer {
+		if !sameOffer(o.Offer, offers[i].Offer) {
 			return false
 		}
 	}

@@ -251,12 +251,24 @@ func (g *Gateway) keyInfo(w http.ResponseWriter, r *http.Request, c *call) error
 }
 
 // Earnings is GET /v1/provider/earnings: a provider's earnings per node and UTC day over the
-// last days, newest first, and the account's totals.
+// last days, newest first, the same earnings by the ask they were billed at, dearest first,
+// and the account's totals.
 type Earnings struct {
 	Since    string        `json:"since"` // the first day counted, YYYY-MM-DD (UTC)
 	Days     int           `json:"days"`
 	Earnings []NodeEarning `json:"earnings"`
+	ByAsk    []AskEarning  `json:"by_ask"`
 	Totals   EarningTotals `json:"totals"`
+}
+
+// AskEarning is what the provider earned at one ask over the days: Window is the ask
+// schedule's window ("" the flat ask), Surge the surge multiplier (1: none); Parts counts the
+// requests' parts billed at it.
+type AskEarning struct {
+	Window string  `json:"window"`
+	Surge  float64 `json:"surge"`
+	Parts  int     `json:"parts"`
+	Earned usd     `json:"earned"`
 }
 
 // NodeEarning is what one node earned on one day: Pending is not yet released; Available was
@@ -318,6 +330,14 @@ func (g *Gateway) providerEarnings(w http.ResponseWriter, r *http.Request, c *ca
 		}
 		out.Earnings = append(out.Earnings, NodeEarning{Date: e.Day.UTC().Format(time.DateOnly), NodeID: e.NodeID, NodeName: name,
 			Pending: usd(e.Pending), Available: usd(e.Available)})
+	}
+	byAsk, err := g.cfg.Store.EarningsByAsk(ctx, acct, since)
+	if err != nil {
+		return err
+	}
+	out.ByAsk = make([]AskEarning, 0, len(byAsk))
+	for _, e := range byAsk {
+		out.ByAsk = append(out.ByAsk, AskEarning{Window: e.Window, Surge: float64(e.Surge) / 10000, Parts: e.Parts, Earned: usd(e.Earned)})
 	}
 	return writeJSON(w, data[Earnings]{out})
 }

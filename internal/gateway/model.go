@@ -24,7 +24,26 @@ func modelOf(mi fleet.ModelInfo, prices tier.Multipliers) api.Model {
 		Pricing: &pricing, ServiceTiers: priceRanges(prices, mi),
 		LatencyMS: millis(mi.TTFT), Throughput: positive(mi.TokensPerSecond),
 	}
+	if !mi.Until.IsZero() {
+		m.PricingUntil = mi.Until.Unix()
+	}
 	return m
+}
+
+// surgeFactor is a surge multiplier as a number, or nil for ×1.
+func surgeFactor(bp int64) *float64 {
+	if bp == 10000 || bp == 0 {
+		return nil
+	}
+	f := float64(bp) / 10000
+	return &f
+}
+
+func unixOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.Unix()
 }
 
 // millis is a duration in milliseconds, or nil when unmeasured.
@@ -93,14 +112,16 @@ func endpointsOf(model string, offers []*fleet.Offer, prices tier.Multipliers, n
 	list.Data.Endpoints = make([]api.Endpoint, 0, len(offers))
 	for _, o := range offers {
 		st := o.Stats()
-		price := endpointPriceAt(prices, o, tier.Silver)
+		p := o.Price()
+		price := endpointPriceAt(prices, p, tier.Silver)
 		list.Data.Endpoints = append(list.Data.Endpoints, api.Endpoint{
 			NodeID: o.Node.ID, Region: o.Node.Region, Quantization: o.Quantization,
 			Prompt: price.Prompt, Completion: price.Completion,
 			ContextLength: o.ContextLength, MaxConcurrent: o.MaxConcurrent, Running: o.Running(),
 			UptimeSeconds: int64(now.Sub(o.Node.Connected).Seconds()),
 			LatencyMS:     millis(st.TTFT), Throughput: positive(st.TokensPerSecond), Reliability: fleet.Reliability(o.Node, st),
-			Warm: o.Warm(), Simulated: o.Node.Hardware.Simulated, ServiceTiers: endpointPrices(prices, o),
+			Warm: o.Warm(), Simulated: o.Node.Hardware.Simulated, ServiceTiers: endpointPrices(prices, p),
+			AskWindow: p.Window, Surge: surgeFactor(p.Surge), PriceUntil: unixOrZero(p.Until),
 		})
 	}
 	slices.SortFunc(list.Data.Endpoints, func(a, b api.Endpoint) int { return cmp.Compare(a.NodeID, b.NodeID) })

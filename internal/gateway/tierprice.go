@@ -14,7 +14,8 @@ import (
 //
 //	"service_tiers": {"default": {...}, "flex": {...}, "priority": {...}}
 //
-// in the same USD per million tokens, before the platform fee.
+// in the same USD per million tokens, before the platform fee. They are the prices in effect
+// now: the nodes' asks by their ask schedules, times the operator's surge (fleet.Offer.Price).
 
 // priceRangeAt is a model's range of asks priced at tier t.
 func priceRangeAt(m tier.Multipliers, mi fleet.ModelInfo, t tier.Tier) api.PriceRange {
@@ -32,17 +33,16 @@ func priceRanges(m tier.Multipliers, mi fleet.ModelInfo) map[string]api.PriceRan
 	return out
 }
 
-// endpointPriceAt is an offer's price at tier t.
-func endpointPriceAt(m tier.Multipliers, o *fleet.Offer, t tier.Tier) api.TierPrice {
-	return api.TierPrice{Prompt: api.USD(m.Price(money.Price(o.InputPrice), t)),
-		Completion: api.USD(m.Price(money.Price(o.OutputPrice), t))}
+// endpointPriceAt is an offer's price in effect (fleet.Offer.Price) at tier t.
+func endpointPriceAt(m tier.Multipliers, p fleet.Price, t tier.Tier) api.TierPrice {
+	return api.TierPrice{Prompt: api.USD(m.Price(p.Input, t)), Completion: api.USD(m.Price(p.Output, t))}
 }
 
-// endpointPrices is an offer's price at every tier, by OpenAI's names.
-func endpointPrices(m tier.Multipliers, o *fleet.Offer) map[string]api.TierPrice {
+// endpointPrices is an offer's price in effect at every tier, by OpenAI's names.
+func endpointPrices(m tier.Multipliers, p fleet.Price) map[string]api.TierPrice {
 	out := make(map[string]api.TierPrice, len(tier.All))
 	for _, t := range tier.All {
-		out[t.OpenAI()] = endpointPriceAt(m, o, t)
+		out[t.OpenAI()] = endpointPriceAt(m, p, t)
 	}
 	return out
 }

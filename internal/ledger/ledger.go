@@ -210,6 +210,12 @@ func (l *Ledger) CompletionBound(maxTokens, contextLength int) int {
 	return n
 }
 
+// BuyerPrice is what a buyer pays per million tokens at a price p (an ask at the request's
+// tier): p and the platform fee on it.
+func (l *Ledger) BuyerPrice(p money.Price) money.Price {
+	return p + money.Price(money.Fee(money.Nanos(p), l.cfg.FeeBasisPoints))
+}
+
 // MaxCost is the most a request within b can cost on a node with ask a, fee included.
 func (l *Ledger) MaxCost(a Ask, b Bounds) money.Nanos {
 	net := a.Input.Cost(b.PromptTokens) + a.Output.Cost(b.CompletionTokens)
@@ -236,6 +242,10 @@ type Work struct {
 	NodeID     string
 	ProviderID string
 	Ask        Ask
+	// AskWindow and Surge say where Ask comes from, for the provider's report: the node's ask
+	// schedule window ("" the flat ask) and the surge multiplier in basis points (0: ×1).
+	AskWindow string
+	Surge     int64
 	// PromptTokens the node read and CompletionTokens it generated, as it reports them.
 	PromptTokens     int
 	CompletionTokens int
@@ -311,7 +321,7 @@ func (l *Ledger) Price(requestID string, b Bounds, work []Work) *Bill {
 		subsidy += reread
 		earned += reread
 		if earned > 0 {
-			s.Parts = append(s.Parts, store.Part{NodeID: w.NodeID, ProviderID: w.ProviderID, Earned: earned})
+			s.Parts = append(s.Parts, store.Part{NodeID: w.NodeID, ProviderID: w.ProviderID, Earned: earned, AskWindow: w.AskWindow, Surge: w.Surge})
 		}
 	}
 	s.Fee = money.Fee(net, l.cfg.FeeBasisPoints)

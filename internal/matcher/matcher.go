@@ -21,12 +21,18 @@ type Candidate struct {
 	ProviderID string // the provider's account
 	Region     string // lower-case ISO 3166-1 alpha-2 country code; "" unknown
 
-	InputPrice, OutputPrice money.Price // the ask per million tokens
-	Running, MaxConcurrent  int         // slots in use and in all
-	GoldSlots               int         // of MaxConcurrent, kept for gold requests
-	NoBronze                bool        // the node refuses bronze requests
-	Reliability             float64     // 0..1: see Reliability
-	Quantization            string      // such as "fp8", "q4_k_m"; "" unknown
+	InputPrice, OutputPrice money.Price // the ask in effect per million tokens, surge included
+	// AskWindow and Surge say where the price comes from, for the provider's report: the
+	// ask schedule's window ("" the flat ask) and the surge multiplier (basis points; 0 or
+	// 10000: ×1). PriceUntil is when the ask may change next (zero: never).
+	AskWindow              string
+	Surge                  int64
+	PriceUntil             time.Time
+	Running, MaxConcurrent int     // slots in use and in all
+	GoldSlots              int     // of MaxConcurrent, kept for gold requests
+	NoBronze               bool    // the node refuses bronze requests
+	Reliability            float64 // 0..1: see Reliability
+	Quantization           string  // such as "fp8", "q4_k_m"; "" unknown
 
 	RTT             time.Duration // coordinator to node; 0 unknown
 	TTFT            time.Duration // time to first token for the model; 0 unknown

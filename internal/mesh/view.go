@@ -58,7 +58,7 @@ func (m *Mesh) publish(ctx context.Context, published map[string]bool) {
 			Key: n.Key(), Level: n.Level(), Score: n.Score(), RTT: n.RTT(), Paused: n.Paused(), Connected: n.Connected,
 			Windows: n.Windows, Timezone: n.Timezone, Hardware: n.Hardware, At: now}
 		for _, o := range n.Offers {
-			rec.Offers = append(rec.Offers, offerRecord{Offer: o.Offer, Level: o.OwnLevel(), Running: o.Running(), Cold: !o.Warm(), Stats: o.Stats()})
+			rec.Offers = append(rec.Offers, offerRecord{Offer: o.Published(), Level: o.OwnLevel(), Running: o.Running(), Cold: !o.Warm(), Stats: o.Stats()})
 		}
 		b, err := json.Marshal(rec)
 		if err != nil {

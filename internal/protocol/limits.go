@@ -58,6 +58,12 @@ const (
 	// MaxGPUs bounds the GPUs of the hardware a node registers and of a heartbeat's reading
 	// (refused): the largest machines have 8 to 16, and MIG splits an H100 in at most 7.
 	MaxGPUs = 64
+	// MaxAskWindows bounds the windows of an offer's ask schedule (refused), and
+	// MaxAskWindowNameBytes each window's name (refused): a name such as "peak" or
+	// "off-peak", letters, digits, "-" and "_". A window's time spec is bounded by
+	// MaxWindowsBytes, and its zone by MaxTagBytes.
+	MaxAskWindows         = 16
+	MaxAskWindowNameBytes = 32
 
 	// MaxLoaded bounds a heartbeat's list of loaded models (refused).
 	MaxLoaded = 4 * MaxOffers

@@ -58,6 +58,10 @@
 //     A region must be [ValidRegion] (after lower-casing). Agents of this version keep within
 //     them: they offer at most [MaxOffers] models, cut long text into several deltas and clip
 //     error messages; agents before it that did not are refused with the reason.
+//   - Version 1, 2026-12-02: offers may carry an ask schedule (Offer.AskSchedule): asks by
+//     weekly time windows in a time zone, at most [MaxAskWindows]. Optional; the flat
+//     input_price and output_price stay the ask outside every window, which coordinators
+//     before it take all the time. A coordinator refuses a node whose schedule it cannot read.
 package protocol
 
 import (
@@ -235,6 +239,27 @@ type Offer struct {
 	GoldSlots int `json:"gold_slots,omitempty"`
 	// NoBronze refuses bronze requests (service_tier flex), which gold may preempt.
 	NoBronze bool `json:"no_bronze,omitempty"`
+	// AskSchedule, when set, changes the ask by time windows (peak, off-peak): inside one of
+	// its windows the offer asks that window's prices; outside every window, InputPrice and
+	// OutputPrice, which a coordinator that knows no schedule takes all the time.
+	AskSchedule *AskSchedule `json:"ask_schedule,omitempty"`
+}
+
+// AskSchedule is an offer's asks by weekly time windows, on the clock of an IANA time zone.
+type AskSchedule struct {
+	Timezone string `json:"timezone"` // such as Europe/Berlin
+	// Windows in order of precedence: at a time inside several, the first one's prices hold.
+	Windows []AskWindow `json:"windows"`
+}
+
+// AskWindow is one window of an ask schedule: when it is open (a weekly spec of package
+// schedule, such as "mon-fri 08:00-18:00") and the ask inside it, in nano-dollars per million
+// tokens as Offer's.
+type AskWindow struct {
+	Name        string `json:"name"` // "peak", "night": what reports call the ask
+	When        string `json:"when"`
+	InputPrice  int64  `json:"input_price"`
+	OutputPrice int64  `json:"output_price"`
 }
 
 // Registered accepts a node.

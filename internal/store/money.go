@@ -99,6 +99,11 @@ type Part struct {
 	NodeID     string
 	ProviderID string // the node's provider account
 	Earned     money.Nanos
+	// AskWindow and Surge are the ask the part was billed at, for the provider's report: the
+	// ask schedule's window ("" the flat ask) and the surge multiplier in basis points
+	// (0 or 10000: ×1).
+	AskWindow string
+	Surge     int64
 }
 
 // Settlement closes a hold at what the request really cost: the buyer pays Debit and the

@@ -142,6 +142,7 @@ type Store interface {
 	Trust
 	Users
 	Roulette
+	Pricing
 
 	// CreateAccount creates an account; ErrConflict if the name is taken.
 	CreateAccount(ctx context.Context, a *Account) error

@@ -285,19 +285,19 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 		settled = append(settled, s.RequestID)
 		txn := "settle:" + s.RequestID
 		txns = append(txns, []any{txn, "settle", s.RequestID, millis(s.At)})
-		entries = append(entries, []any{txn, buyer, -int64(s.Debit), nil, nil, millis(s.At)})
+		entries = append(entries, []any{txn, buyer, -int64(s.Debit), nil, nil, millis(s.At), "", 0})
 		balance[buyer] -= s.Debit
 		for _, p := range s.Parts {
 			if p.Earned > 0 {
 				acct := pendingAccount(p.ProviderID)
 				ensure[acct] = [2]string{p.ProviderID, "pending"}
-				entries = append(entries, []any{txn, acct, int64(p.Earned), p.NodeID, nullMillis(s.ReleaseAt), millis(s.At)})
+				entries = append(entries, []any{txn, acct, int64(p.Earned), p.NodeID, nullMillis(s.ReleaseAt), millis(s.At), p.AskWindow, p.Surge})
 				balance[acct] += p.Earned
 			}
 		}
 		if fee := s.Fee - s.Subsidy; fee != 0 {
 			ensure[feesAccount] = [2]string{"", "fees"}
-			entries = append(entries, []any{txn, feesAccount, int64(fee), nil, nil, millis(s.At)})
+			entries = append(entries, []any{txn, feesAccount, int64(fee), nil, nil, millis(s.At), "", 0})
 			balance[feesAccount] += fee
 		}
 	}
@@ -316,7 +316,7 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 		if err := db.insertRows(ctx, tx, `INSERT INTO ledger_txns (id, kind, ref, created_at)`, ``, txns, nil); err != nil {
 			return err
 		}
-		if err := db.insertRows(ctx, tx, `INSERT INTO ledger_entries (txn_id, account, amount, node_id, release_at, created_at)`, ``, entries, nil); err != nil {
+		if err := db.insertRows(ctx, tx, `INSERT INTO ledger_entries (txn_id, account, amount, node_id, release_at, created_at, ask_window, surge_bp)`, ``, entries, nil); err != nil {
 			return err
 		}
 	}
