@@ -83,7 +83,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case cfg.Batch > 0:
 		rep, err = bench.RunBatch(ctx, bench.BatchConfig{
 			BaseURL: baseURL, APIKey: key, Model: model, Lines: cfg.Batch, MaxTokens: cfg.MaxTokens, Prompt: cfg.Prompt,
-			Live: bench.Config{Requests: cfg.Count(), Duration: cfg.Duration, Concurrency: cfg.Concurrency, Stream: true, Timeout: cfg.Timeout},
+			Live:   bench.Config{Requests: cfg.Count(), Duration: cfg.Duration, Concurrency: cfg.Concurrency, Stream: true, Timeout: cfg.Timeout},
 			Client: client, Progress: progress,
 		})
 	case cfg.Hold:
