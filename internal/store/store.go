@@ -135,6 +135,7 @@ type Store interface {
 	Activity
 	Trust
 	Users
+	Batches
 
 	// CreateAccount creates an account; ErrConflict if the name is taken.
 	CreateAccount(ctx context.Context, a *Account) error
