@@ -58,6 +58,8 @@
 //     A region must be [ValidRegion] (after lower-casing). Agents of this version keep within
 //     them: they offer at most [MaxOffers] models, cut long text into several deltas and clip
 //     error messages; agents before it that did not are refused with the reason.
+//   - Version 1, 2026-12-02: offers may refuse batch work (Offer.NoBatch). Optional: an offer
+//     without it takes batch lines.
 package protocol
 
 import (
@@ -235,6 +237,8 @@ type Offer struct {
 	GoldSlots int `json:"gold_slots,omitempty"`
 	// NoBronze refuses bronze requests (service_tier flex), which gold may preempt.
 	NoBronze bool `json:"no_bronze,omitempty"`
+	// NoBatch refuses batch work (the Batch API's lines), which any live request may preempt.
+	NoBatch bool `json:"no_batch,omitempty"`
 }
 
 // Registered accepts a node.
