@@ -24,7 +24,7 @@ func Decode(endpoint string, body []byte) (*protocol.Request, api.Routing, strin
 		rt     api.Routing
 		param  = "max_tokens"
 		stream bool
-		err    error
+		err    *api.Error // Job's: a nil one is no error
 	)
 	switch endpoint {
 	case EndpointChat:
