@@ -76,6 +76,8 @@ type Batches struct {
 	cfg Config
 	log *slog.Logger
 
+	started time.Time // when New made it: see joinGrace
+
 	mu     sync.Mutex
 	active map[string]bool // batches this replica runs now
 	lines  sync.WaitGroup  // lines in flight
@@ -106,7 +108,7 @@ func New(cfg Config) *Batches {
 	if cfg.MaxTries <= 0 {
 		cfg.MaxTries = 5
 	}
-	return &Batches{cfg: cfg, log: cfg.Log, active: map[string]bool{},
+	return &Batches{cfg: cfg, log: cfg.Log, active: map[string]bool{}, started: cfg.Now(),
 		slots: make(chan struct{}, cfg.Workers), freed: make(chan struct{}, cfg.Workers)}
 }
 

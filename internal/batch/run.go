@@ -293,7 +293,7 @@ func (b *Batches) serve(ctx context.Context, r *run, job *protocol.Request, rt a
 		req := &core.Request{ID: id, Key: key, Job: job, Routing: rt, Batch: true, Defer: true,
 			Answer: func(bg core.Begin) relay.Sink { return relay.Open(&w, bg.Answer, job.Kind == protocol.KindChat, false) }}
 		out, err := b.cfg.Core.Serve(lctx, req)
-		if !errors.Is(err, core.ErrNoCapacity) {
+		if !errors.Is(err, core.ErrNoCapacity) && !b.joining(err) {
 			b.lineEnded() // its slot is free
 			s := &served{Outcome: out, err: err}
 			if err == nil && out.Usage != nil && out.Usage.Outcome == store.OutcomeOK && w.status == http.StatusOK {
@@ -311,6 +311,17 @@ func (b *Batches) serve(ctx context.Context, r *run, job *protocol.Request, rt a
 		case <-time.After(idleWait(wait)):
 		}
 	}
+}
+
+// joinGrace is how long after its start the runner takes a model no node serves for one whose
+// nodes have not connected yet (a coordinator just restarted): its lines wait for them, as for
+// a slot, rather than fail.
+const joinGrace = time.Minute
+
+// joining says whether err says no node serves the model, within joinGrace of the start.
+func (b *Batches) joining(err error) bool {
+	ae, ok := errors.AsType[*api.Error](err)
+	return ok && ae.Code == api.CodeModelNotFound && b.cfg.Now().Sub(b.started) < joinGrace
 }
 
 // lineEnded hands the slot of an attempt that ended to one line waiting for one.
