@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 
 	"github.com/shareai/shareai/internal/agent"
 	"github.com/shareai/shareai/internal/api"
@@ -180,4 +183,45 @@ func TestBatch_NoBatchNode(t *testing.T) {
 			t.Errorf("request %s: node %s, outcome %s; the node %s refuses batch work", u.RequestID, u.NodeID, u.Outcome, refuser)
 		}
 	}
+}
+
+// With several replicas a batch is run by one, its runner; killed mid-batch, a peer takes the
+// batch over once the runner's lease expires and finishes it: every line answered once, and
+// billed once.
+func TestBatch_ReplicaTakeover(t *testing.T) {
+	env := testenv.New(t, testenv.Replicas(2), testenv.Providers(2), func(c *testenv.Config) {
+		c.Agent.MaxConcurrent = 4
+		c.Sim.TokensPerSecond = 200
+		c.Coordinator.Ledger.LeaseTTL = 500 * time.Millisecond
+	})
+	c, account := buyer(t, env, "replicated")
+	const n = 60
+	b := create(t, c, upload(t, c, slowInput(n, 40)).ID, "/v1/chat/completions")
+	env.WaitFor("some lines answered", func() bool {
+		got, err := c.Batches.Get(context.Background(), b.ID)
+		return err == nil && got.RequestCounts.Completed >= 8
+	})
+	stored, err := env.Store.BatchByID(context.Background(), "", b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner := slices.IndexFunc([]int{0, 1}, func(i int) bool { return env.ReplicaName(i) == stored.Runner })
+	if runner < 0 {
+		t.Fatalf("runner %q is no replica", stored.Runner)
+	}
+	env.StopReplica(runner)
+	peer := openai.NewClient(append(c.Options, option.WithBaseURL(env.ReplicaURL(1-runner)+"/"))...)
+	b = poll(t, peer, b.ID, openai.BatchStatusCompleted)
+	out := outputLines(t, peer, b.OutputFileID)
+	if len(out) != n {
+		t.Fatalf("%d lines in the output, want %d", len(out), n)
+	}
+	if stored, err := env.Store.BatchByID(context.Background(), "", b.ID); err != nil || stored.Runner != env.ReplicaName(1-runner) {
+		t.Errorf("runner %q, %v; want the peer %s", stored.Runner, err, env.ReplicaName(1-runner))
+	}
+	env.WaitFor("the dead replica's holds closed", func() bool {
+		hs, err := env.Store.OpenHolds(context.Background())
+		return err == nil && len(hs) == 0
+	})
+	billing(t, env, account, out)
 }
