@@ -157,22 +157,63 @@ func (b *Batches) startLines(ctx context.Context, r *run) {
 		if len(ls) == 0 {
 			return
 		}
+		// Lines start in chunks, each in one transaction, as workers free: a write per line
+		// would queue behind one another for the database's write lock, and so would live
+		// requests' holds.
+		var chunk []*store.BatchLine
 		for _, l := range ls {
 			select {
 			case b.slots <- struct{}{}:
-			case <-ctx.Done():
-				return
-			case <-r.stop:
-				return
+			default:
+				b.start(ctx, r, chunk)
+				chunk = chunk[:0]
+				select {
+				case b.slots <- struct{}{}:
+				case <-ctx.Done():
+					return
+				case <-r.stop:
+					return
+				}
 			}
-			r.lines.Add(1)
-			b.lines.Add(1)
-			go func() {
-				defer func() { <-b.slots; r.lines.Done(); b.lines.Done() }()
-				b.runLine(ctx, r, l)
-			}()
+			if chunk = append(chunk, l); len(chunk) == startChunk {
+				b.start(ctx, r, chunk)
+				chunk = chunk[:0]
+			}
 		}
+		b.start(ctx, r, chunk)
 		from = ls[len(ls)-1].Line + 1
+	}
+}
+
+// startChunk is the most lines started in one transaction.
+const startChunk = 32
+
+// start starts the first attempts of lines, for each of which a worker slot is taken, and runs
+// each on its own goroutine; a line that cannot start (the batch is another replica's) gives
+// its slot back.
+func (b *Batches) start(ctx context.Context, r *run, ls []*store.BatchLine) {
+	if len(ls) == 0 {
+		return
+	}
+	lines, ids := make([]int, len(ls)), make([]string, len(ls))
+	for i, l := range ls {
+		lines[i], ids[i] = l.Line, requestid.New()
+	}
+	tries, err := b.cfg.Store.StartLines(ctx, b.cfg.Ledger.Replica(), r.ID, lines, ids)
+	if err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrStale) {
+		b.log.Warn("start batch lines", logBatch, r.ID, "err", err)
+	}
+	for i, l := range ls {
+		if err != nil || tries[i] == 0 {
+			<-b.slots
+			continue
+		}
+		r.lines.Add(1)
+		b.lines.Add(1)
+		go func() {
+			defer func() { <-b.slots; r.lines.Done(); b.lines.Done() }()
+			b.runLine(ctx, r, l, ids[i], tries[i])
+		}()
 	}
 }
 
@@ -218,20 +259,21 @@ func (b *Batches) refresh(ctx context.Context, r *run) error {
 // runLine runs one line until it ends (its result written) or must wait for a later run: the
 // batch ended, or ctx is done. Each attempt has its own request id; an attempt no node could
 // take holds nothing, and waits for a slot under the same id.
-func (b *Batches) runLine(ctx context.Context, r *run, l *store.BatchLine) {
+func (b *Batches) runLine(ctx context.Context, r *run, l *store.BatchLine, id string, tries int) {
 	job, rt, _, err := Decode(r.Endpoint, l.Body)
 	if err != nil { // validated at creation: only a change of the rules since
-		b.endLine(ctx, r, l, l.RequestID, err, nil)
+		b.endLine(ctx, r, l, id, err, nil)
 		return
 	}
-	for {
-		id := requestid.New()
-		tries, err := b.cfg.Store.StartLine(ctx, b.cfg.Ledger.Replica(), r.ID, l.Line, id)
-		if err != nil {
-			if !errors.Is(err, store.ErrStale) && ctx.Err() == nil {
-				b.log.Warn("start a batch line", logBatch, r.ID, "line", l.Line, "err", err)
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 { // the first was started with its chunk
+			id = requestid.New()
+			if tries, err = b.cfg.Store.StartLine(ctx, b.cfg.Ledger.Replica(), r.ID, l.Line, id); err != nil {
+				if !errors.Is(err, store.ErrStale) && ctx.Err() == nil {
+					b.log.Warn("start a batch line", logBatch, r.ID, "line", l.Line, "err", err)
+				}
+				return
 			}
-			return
 		}
 		if tries > b.cfg.MaxTries {
 			b.endLine(ctx, r, l, id, &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Code: api.CodeNoProviderAvailable,

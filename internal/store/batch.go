@@ -143,6 +143,9 @@ type Batches interface {
 	// still runs its batch; it returns the line's tries, ErrStale when the line ended or the
 	// batch is another replica's.
 	StartLine(ctx context.Context, replica, batchID string, line int, requestID string) (tries int, err error)
+	// StartLines is StartLine for many lines of a batch in one transaction: tries[i] is line
+	// i's, 0 for a line that ended; ErrStale when the batch is another replica's.
+	StartLines(ctx context.Context, replica, batchID string, lines []int, requestIDs []string) (tries []int, err error)
 	// FinishLine writes a line's result, for an attempt that settled nothing (no node took
 	// it); ErrStale when the line is not running under r.RequestID.
 	FinishLine(ctx context.Context, r *LineResult) error

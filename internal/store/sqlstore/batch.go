@@ -306,6 +306,34 @@ RETURNING tries`, requestID, batchID, line, batchID, replica).Scan(&tries)
 	return tries, nil
 }
 
+// StartLines starts attempts of many lines of a batch in one transaction.
+func (db *DB) StartLines(ctx context.Context, replica, batchID string, lines []int, requestIDs []string) ([]int, error) {
+	tries := make([]int, len(lines))
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		clear(tries)
+		var runner string
+		err := db.txQueryRow(ctx, tx, `SELECT runner FROM batches WHERE id = ?`+db.forUpdate(), batchID).Scan(&runner)
+		switch {
+		case errors.Is(err, sql.ErrNoRows) || err == nil && runner != replica:
+			return store.ErrStale
+		case err != nil:
+			return err
+		}
+		for i, l := range lines {
+			err := db.txQueryRow(ctx, tx, `UPDATE batch_lines SET status = 'running', request_id = ?, tries = tries + 1
+WHERE batch_id = ? AND line = ? AND status IN ('pending', 'running') RETURNING tries`, requestIDs[i], batchID, l).Scan(&tries[i])
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start %d lines of batch %s: %w", len(lines), batchID, err)
+	}
+	return tries, nil
+}
+
 // FinishLine writes a line's result, for an attempt that settled nothing.
 func (db *DB) FinishLine(ctx context.Context, r *store.LineResult) error {
 	var ok bool

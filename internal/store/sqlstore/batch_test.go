@@ -85,6 +85,12 @@ func TestDB_BatchLineSettlement(t *testing.T) {
 		if _, err := db.StartLine(ctx, "rep_b", "batch_1", 0, "req_x"); !errors.Is(err, store.ErrStale) {
 			t.Errorf("a peer started a line: err %v, want stale", err)
 		}
+		if _, err := db.StartLines(ctx, "rep_b", "batch_1", []int{0, 1}, []string{"req_x", "req_y"}); !errors.Is(err, store.ErrStale) {
+			t.Errorf("a peer started lines: err %v, want stale", err)
+		}
+		if tries, err := db.StartLines(ctx, "rep_a", "batch_1", []int{1, 7}, []string{"req_b1", "req_nope"}); err != nil || tries[0] != 1 || tries[1] != 0 {
+			t.Errorf("start lines 1 and 7 (none): tries %v, %v; want [1 0]", tries, err)
+		}
 		for _, id := range []string{"req_1", "req_2"} {
 			if _, err := db.StartLine(ctx, "rep_a", "batch_1", 0, id); err != nil {
 				t.Fatal(err)
