@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -223,5 +224,38 @@ func TestBatch_ReplicaTakeover(t *testing.T) {
 		hs, err := env.Store.OpenHolds(context.Background())
 		return err == nil && len(hs) == 0
 	})
+	billing(t, env, account, out)
+}
+
+// A batch not done within its 24-hour window expires: the lines that ran are in its output
+// file and billed, the others in its error file as batch_expired, each custom_id once.
+func TestBatch_Expired(t *testing.T) {
+	var skew atomic.Int64 // how far the runner's clock is ahead
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+		c.Agent.MaxConcurrent = 2
+		c.Sim.TokensPerSecond = 200
+		c.Coordinator.Batch.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	})
+	c, account := buyer(t, env, "late")
+	const n = 40
+	b := create(t, c, upload(t, c, slowInput(n, 40)).ID, "/v1/chat/completions")
+	env.WaitFor("some lines answered", func() bool {
+		got, err := c.Batches.Get(context.Background(), b.ID)
+		return err == nil && got.RequestCounts.Completed >= 2
+	})
+	skew.Store(int64(25 * time.Hour))
+	b = poll(t, c, b.ID, openai.BatchStatusExpired)
+	if b.ExpiredAt == 0 {
+		t.Error("no expired_at")
+	}
+	out, errs := outputLines(t, c, b.OutputFileID), outputLines(t, c, b.ErrorFileID)
+	if len(out) == 0 || len(out)+len(errs) != n {
+		t.Fatalf("%d answered and %d in the error file, want some answered and %d in all", len(out), len(errs), n)
+	}
+	for id, l := range errs {
+		if _, twice := out[id]; twice || l.Error == nil || l.Error.Code != "batch_expired" || l.Response != nil {
+			t.Errorf("%s: %+v; want batch_expired, and not answered", id, l)
+		}
+	}
 	billing(t, env, account, out)
 }
