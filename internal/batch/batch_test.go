@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -285,4 +288,52 @@ func accountOf(t *testing.T, env *testenv.Env) string {
 		t.Fatal(err)
 	}
 	return k.AccountID
+}
+
+// With a files directory, files above the threshold are kept there, not in the database: an
+// input read from it runs, an output written to it downloads, a deleted file leaves nothing;
+// a file over the size limit is a 413 and leaves nothing either.
+func TestBatch_FilesDir(t *testing.T) {
+	dir := t.TempDir()
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) {
+		c.Coordinator.Batch.FilesDir, c.Coordinator.Batch.FilesDirAbove = dir, 1024
+		c.Coordinator.Batch.MaxFileBytes = 64 << 10
+	})
+	c := env.Client()
+	ctx := context.Background()
+	content := input("/v1/chat/completions", 30)
+	f := upload(t, c, content)
+	if _, err := os.Stat(filepath.Join(dir, f.ID)); err != nil {
+		t.Fatalf("the input is not in the files directory: %v", err)
+	}
+	resp, err := c.Files.Content(ctx, f.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(got) != content {
+		t.Errorf("downloaded %d bytes, not the %d uploaded", len(got), len(content))
+	}
+	b := poll(t, c, create(t, c, f.ID, "/v1/chat/completions").ID, openai.BatchStatusCompleted)
+	if _, err := os.Stat(filepath.Join(dir, b.OutputFileID)); err != nil {
+		t.Errorf("the output is not in the files directory: %v", err)
+	}
+	if out := outputLines(t, c, b.OutputFileID); len(out) != 30 {
+		t.Errorf("%d output lines, want 30", len(out))
+	}
+	if _, err := c.Files.Delete(ctx, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, f.ID)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a deleted file's content is left: %v", err)
+	}
+	_, err = c.Files.New(ctx, openai.FileNewParams{File: openai.File(strings.NewReader(strings.Repeat("x", 65<<10)), "big.jsonl", "application/jsonl"),
+		Purpose: openai.FilePurposeBatch})
+	if apiErr := new(openai.Error); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a file over the limit: %v, want 413", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 { // the output file only
+		t.Errorf("files directory holds %d entries, want the output's only", len(entries))
+	}
 }
