@@ -287,10 +287,11 @@ func (b *Batches) runLine(ctx context.Context, r *run, l *store.BatchLine, id st
 		case out.err == nil && out.answer != nil:
 			b.endLine(ctx, r, l, id, nil, out)
 			return
-		case out.err != nil && !transient(out.err):
+		case out.err != nil && !transient(out.err) && !errors.Is(out.err, core.ErrBuyerGone):
 			b.endLine(ctx, r, l, id, out.err, out)
 			return
 		}
+		// (ErrBuyerGone: the batch's window closed while the line waited; it is expired.)
 		// A node failed it, or the answer could not be finished: the attempt is settled as
 		// any request (nothing, for an answer not delivered whole), and another made, if the
 		// batch runs on.
