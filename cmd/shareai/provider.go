@@ -119,7 +119,7 @@ func agentConfig(ctx context.Context, cfg *config.Provider, log *slog.Logger) (a
 		Coordinator: cfg.Coordinator, Token: cfg.Token, DataDir: cfg.DataDir, Name: cfg.Name, Region: cfg.Region,
 		Engine: eng, MaxConcurrent: cfg.MaxConcurrent, ContextLength: cfg.ContextLength, Quantization: cfg.Quantization,
 		InputPrice: in, OutputPrice: out, AskSchedule: asks, WaitForEngine: true, Drain: cfg.Availability.Drain,
-		GoldShare: cfg.GoldShare, NoBronze: cfg.NoBronze,
+		GoldShare: cfg.GoldShare, NoBronze: cfg.NoBronze, NoBatch: cfg.NoBatch,
 		Version: version, Log: log,
 	}
 	for i, o := range cfg.Offers {

@@ -27,7 +27,7 @@ var (
 // Values, valid and not the defaults, of the flags written as text.
 var textValues = map[string]string{
 	"addr": "127.0.0.1:9999", "data-dir": "/elsewhere", "replica": "rep_test", "nats": "nats://127.0.0.1:4999", "db": "postgres://u@db.example:5432/shareai",
-	"platform-fee": "7.25", "tier-prices": "gold=1.75,silver=1.25,bronze=0.25",
+	"platform-fee": "7.25", "tier-prices": "gold=1.75,silver=1.25,bronze=0.25", "batch-price": "0.4", "files-dir": "/batch-files",
 	"credit": "12.5", "chaos": "drop=0.25", "price-input": "0.07", "price-output": "0.11",
 	"surge-floor": "1.25", "surge-ceiling": "3", "surge-target": "0.5",
 }
@@ -100,6 +100,7 @@ func reached(t *testing.T, cc coordinator.Config) string {
 	leaves(&b, "prober", reflect.ValueOf(c.Prober).Elem().FieldByName("cfg"))
 	leaves(&b, "core", reflect.ValueOf(c.Core).Elem().FieldByName("cfg"))
 	leaves(&b, "gateway", reflect.ValueOf(c.Gateway).Elem().FieldByName("cfg"))
+	leaves(&b, "batch", reflect.ValueOf(c.Batches).Elem().FieldByName("cfg"))
 	return b.String()
 }
 

@@ -67,9 +67,10 @@ type Config struct {
 	// Quantization names the weights' quantization of every offer (Q4_K_M, fp8, …), if known.
 	Quantization string
 	// GoldShare of each offer's slots are kept for gold requests (rounded to the nearest
-	// slot); NoBronze refuses bronze requests.
+	// slot); NoBronze refuses bronze requests, NoBatch batch work.
 	GoldShare float64
 	NoBronze  bool
+	NoBatch   bool
 	Hardware  protocol.Hardware
 	Version   string // the agent's build version
 	// Chaos makes the node drop or stall mid-answer on purpose, for demos and tests.

@@ -55,6 +55,7 @@ func (a *Agent) offers(ctx context.Context) ([]protocol.Offer, error) {
 		o.Continues = m.Continues
 		o.GoldSlots = goldSlots(a.cfg.GoldShare, o.MaxConcurrent)
 		o.NoBronze = a.cfg.NoBronze
+		o.NoBatch = a.cfg.NoBatch
 		if a.cfg.CheckFit != nil {
 			if err := a.cfg.CheckFit(m, o.ContextLength); err != nil {
 				errs = append(errs, err)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shareai/shareai/internal/batch"
 	"github.com/shareai/shareai/internal/coordinator"
 	"github.com/shareai/shareai/internal/core"
 	"github.com/shareai/shareai/internal/gateway"
@@ -47,6 +48,7 @@ type Coordinator struct {
 type Pricing struct {
 	FeePercent string // platform fee, percent of the node's ask
 	TierPrices string // gold=1.5,silver=1,bronze=0.5
+	BatchPrice string // batch lines' multiplier on nodes' asks: 0.5
 }
 
 // FeeBasisPoints returns the fee in 1/100 of a percent.
@@ -62,6 +64,7 @@ func (p *Pricing) FeeBasisPoints() (int, error) {
 func (p *Pricing) apply(c *coordinator.Config) {
 	c.Ledger.FeeBasisPoints, _ = p.FeeBasisPoints()
 	c.Core.TierPrices, _ = tier.ParseMultipliers(p.TierPrices)
+	c.Core.BatchPrice, _ = tier.ParseFactor(p.BatchPrice)
 }
 
 // DefaultMaxTokensLimit is the max_tokens ceiling by default: the largest completion the
@@ -145,7 +148,16 @@ func marketFlags(fs *flag.FlagSet, c *coordinator.Config, p *Pricing) {
 	billingFlags(fs, &c.Ledger, p)
 	limitsFlags(fs, &c.Gateway)
 	capacityFlags(fs, &c.Core, p)
+	batchFlags(fs, &c.Batch, p)
 	surgeFlags(fs, &c.Fleet.Surge)
+}
+
+// batchFlags registers the Files and Batch APIs' settings and the batch price.
+func batchFlags(fs *flag.FlagSet, b *batch.Config, p *Pricing) {
+	fs.StringVar(&p.BatchPrice, "batch-price", "0.5", "batch lines' price multiplier on nodes' asks, as a --tier-prices factor: the buyer pays ask × it + the fee, the node earns ask × it")
+	fs.Int64Var(&b.MaxFileBytes, "max-file-bytes", batch.DefaultMaxFileBytes, "largest file a buyer may upload (POST /v1/files)")
+	fs.StringVar(&b.FilesDir, "files-dir", "", "directory for files larger than 1 MiB (batch inputs and outputs), which every replica must share; empty: every file in the database")
+	fs.IntVar(&b.Workers, "batch-workers", 256, "batch lines this coordinator runs, or waits to run, at once")
 }
 
 // surgeFlags registers the operator's surge multiplier of the asks (package pricing).
@@ -246,7 +258,7 @@ func (c *Coordinator) Build() coordinator.Config {
 
 // validateMarket checks the settings marketFlags registers.
 func validateMarket(c *coordinator.Config, p *Pricing) error {
-	return errors.Join(validateBilling(&c.Ledger, p), validateLimits(&c.Gateway), validateCapacity(&c.Core, p), validateSurge(&c.Fleet.Surge))
+	return errors.Join(validateBilling(&c.Ledger, p), validateLimits(&c.Gateway), validateCapacity(&c.Core, p), validateSurge(&c.Fleet.Surge), validateBatch(&c.Batch))
 }
 
 func validateBilling(l *ledger.Config, p *Pricing) error {
@@ -292,6 +304,20 @@ func validateCapacity(g *core.Config, p *Pricing) error {
 	}
 	if _, err := tier.ParseMultipliers(p.TierPrices); err != nil {
 		errs = append(errs, &FieldError{"tier-prices", err.Error()})
+	}
+	if _, err := tier.ParseFactor(p.BatchPrice); err != nil {
+		errs = append(errs, &FieldError{"batch-price", err.Error()})
+	}
+	return errors.Join(errs...)
+}
+
+func validateBatch(b *batch.Config) error {
+	var errs []error
+	if b.MaxFileBytes < 1 {
+		errs = append(errs, &FieldError{"max-file-bytes", "must be at least 1"})
+	}
+	if b.Workers < 1 {
+		errs = append(errs, &FieldError{"batch-workers", "must be at least 1"})
 	}
 	return errors.Join(errs...)
 }

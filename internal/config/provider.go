@@ -38,9 +38,11 @@ type Provider struct {
 	Quantization  string
 	// GoldShare is the share of each model's slots kept for gold requests (service_tier
 	// priority), 0..1; NoBronze refuses bronze requests (service_tier flex), which gold may
-	// preempt.
+	// preempt. NoBatch refuses batch work (the Batch API's lines), which any live request
+	// may preempt.
 	GoldShare    float64
 	NoBronze     bool
+	NoBatch      bool
 	Availability Availability
 	Guard        Guard
 	Control      string // the local control address, for pause and resume
@@ -159,6 +161,7 @@ func (p *Provider) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&p.ContextLength, "context-length", 0, "context length to advertise when the engine does not say; for ollama, the window every request runs with (default 8192)")
 	fs.Float64Var(&p.GoldShare, "gold-share", 0, "share of each model's slots kept for gold requests (service_tier priority), from 0 to 1: 0.25 of 4 slots keeps 1")
 	fs.BoolVar(&p.NoBronze, "no-bronze", false, "refuse bronze requests (service_tier flex): the cheapest tier, which gold requests may preempt")
+	fs.BoolVar(&p.NoBatch, "no-batch", false, "refuse batch work (the Batch API's lines, billed at the batch price), which any live request may preempt")
 	fs.StringVar(&p.Quantization, "quantization", "", "the models' quantization to advertise (Q4_K_M, Q8_0, fp8, …), which buyers can require")
 	fs.StringVar(&p.Availability.Windows, "windows", "", "weekly availability windows in --timezone, e.g. 'mon-fri 08:00-18:00, 22:30-01:00' (default: always)")
 	fs.StringVar(&p.Availability.Timezone, "timezone", "", "time zone of --windows, e.g. Europe/Berlin (default: the machine's)")
@@ -188,6 +191,7 @@ type providerFile struct {
 	Quantization  string   `yaml:"quantization"`
 	GoldShare     string   `yaml:"gold_share"`
 	NoBronze      string   `yaml:"no_bronze"`
+	NoBatch       string   `yaml:"no_batch"`
 	Models        []string `yaml:"models"`
 	Control       string   `yaml:"control"`
 	Engine        struct {
@@ -282,7 +286,7 @@ func (f *providerFile) flagValues() []struct{ name, value string } {
 		{"coordinator", f.Coordinator}, {"token", f.Token}, {"data-dir", f.DataDir}, {"name", f.Name},
 		{"region", f.Region}, {"max-concurrent", f.MaxConcurrent}, {"context-length", f.ContextLength},
 		{"quantization", f.Quantization}, {"models", strings.Join(f.Models, ",")}, {"control", f.Control},
-		{"gold-share", f.GoldShare}, {"no-bronze", f.NoBronze},
+		{"gold-share", f.GoldShare}, {"no-bronze", f.NoBronze}, {"no-batch", f.NoBatch},
 		{"engine", f.Engine.Kind}, {"upstream", f.Engine.URL}, {"upstream-api-key", f.Engine.APIKey},
 		{"continue", f.Engine.Continue}, {"pull", strings.Join(f.Engine.Pull, ",")},
 		{"sim-ttft", f.Engine.SimTTFT}, {"sim-tps", f.Engine.SimTPS},

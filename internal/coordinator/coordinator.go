@@ -22,6 +22,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/shareai/shareai/internal/batch"
 	"github.com/shareai/shareai/internal/bus"
 	"github.com/shareai/shareai/internal/console"
 	"github.com/shareai/shareai/internal/core"
@@ -93,6 +94,9 @@ type Config struct {
 	Gateway gateway.Config
 	// Console holds the web console's settings.
 	Console console.Config
+	// Batch holds the Files and Batch APIs' settings: files' size and directory, the lines
+	// run at once.
+	Batch batch.Config
 }
 
 // KeyFile is the file in the coordinator's data directory that keeps its receipt key.
@@ -133,6 +137,7 @@ type Coordinator struct {
 	Core    *core.Core
 	Mesh    *mesh.Mesh // the fleet shared with the other replicas; nil without a bus
 	Gateway *gateway.Gateway
+	Batches *batch.Batches // the Files and Batch APIs, and the batches' runner
 	Prober  *verify.Prober
 	Metrics *metrics.Coordinator
 	handler http.Handler
@@ -196,8 +201,14 @@ func New(cfg Config) *Coordinator {
 	}
 	c.Prober = verify.New(pc)
 
+	bc := cfg.Batch
+	bc.Store, bc.Core, bc.Fleet, bc.Ledger, bc.Log = cfg.Store, c.Core, c.Fleet, c.Ledger, cfg.Log
+	bc.Check = func(req *protocol.Request, param string) error { return c.Gateway.CheckMaxTokens(req, param) } // the live endpoints' check
+	c.Batches = batch.New(bc)
+
 	gc := cfg.Gateway
 	gc.Core, gc.Store, gc.Fleet, gc.Ledger, gc.Log, gc.Metrics = c.Core, cfg.Store, c.Fleet, c.Ledger, cfg.Log, c.Metrics
+	gc.Batches = c.Batches
 	gc.Reputation, gc.TracerProvider, gc.Bus = c.Prober.Explain, cfg.TracerProvider, cfg.Bus // the bus: rate limits shared by the replicas
 	c.Gateway = gateway.New(gc)
 	metrics.RegisterFleet(cfg.Metrics, metrics.FleetView{Nodes: c.nodeSamples, Running: c.Fleet.Running})
@@ -395,6 +406,9 @@ func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
 			}
 		}()
 	}
+	batches, stopBatches := context.WithCancel(bg)
+	defer stopBatches()
+	go c.Batches.Run(batches)
 	pctx, stopProber := context.WithCancel(bg)
 	defer stopProber()
 	proberDone := make(chan struct{})
@@ -424,9 +438,15 @@ func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	stopProber() // checks in flight end without counting against their nodes
 	<-proberDone
+	stopBatches() // no new batch line starts; those in flight finish within the drain
 	dctx, cancel := context.WithTimeout(context.Background(), c.cfg.DrainTimeout)
 	defer cancel()
-	if serr := srv.Shutdown(dctx); serr != nil {
+	serr := srv.Shutdown(dctx)
+	if berr := c.Batches.Wait(dctx); berr != nil && serr == nil {
+		c.log.Warn("batch lines still running after the drain timeout; ending them (each runs again at the next start)")
+		c.Gateway.Abort()
+	}
+	if serr != nil {
 		// The answers still running end with an error saying so, each billed for what it
 		// delivered, rather than being cut off; connections that still linger are closed.
 		c.log.Warn("answers still running after the drain timeout; ending them with an error", "err", serr)
@@ -441,6 +461,9 @@ func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
 	wctx, cancel := context.WithTimeout(context.Background(), abortGrace)
 	if err := c.Gateway.Wait(wctx); err != nil {
 		c.log.Error("requests still running at shutdown: their holds are closed at the next start", "err", err)
+	}
+	if err := c.Batches.Wait(wctx); err != nil {
+		c.log.Error("batch lines still running at shutdown: they run again at the next start", "err", err)
 	}
 	cancel()
 	c.closeBilling()

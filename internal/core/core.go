@@ -61,6 +61,9 @@ type Config struct {
 	Queue queue.Config
 	// TierPrices are the tiers' price multipliers on nodes' asks; zero: tier.DefaultMultipliers.
 	TierPrices tier.Multipliers
+	// BatchPrice is batch lines' price multiplier on nodes' asks (Request.Batch), in basis
+	// points; 0: DefaultBatchPrice.
+	BatchPrice int64
 	// Meter counts the tokens of the answers nodes deliver, to check their usage claims; nil:
 	// a meter of the core's own.
 	Meter *meter.Meter
@@ -78,6 +81,7 @@ type Core struct {
 	notary   *notary
 	queue    *queue.Queue[*fleet.Offer, *matcher.Candidate]
 	bronze   bronzeJobs // what gold may preempt
+	batch    bronzeJobs // batch lines' jobs: what any live request may preempt
 	said     said       // when nodes' error words were last recorded
 	meter    *meter.Meter
 	tracer   trace.Tracer
@@ -104,6 +108,9 @@ func New(cfg Config) *Core {
 	}
 	if cfg.TierPrices == (tier.Multipliers{}) {
 		cfg.TierPrices = tier.DefaultMultipliers
+	}
+	if cfg.BatchPrice <= 0 {
+		cfg.BatchPrice = DefaultBatchPrice
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.NewCoordinator(nil)
@@ -132,6 +139,12 @@ func (c *Core) ReceiptKey() ed25519.PublicKey { return c.cfg.ReceiptKey.Public()
 
 // TierPrices are the tiers' price multipliers the core bills at.
 func (c *Core) TierPrices() tier.Multipliers { return c.cfg.TierPrices }
+
+// DefaultBatchPrice is batch lines' default price multiplier: half the ask.
+const DefaultBatchPrice = 5000
+
+// BatchPrice is batch lines' price multiplier on nodes' asks, in basis points.
+func (c *Core) BatchPrice() int64 { return c.cfg.BatchPrice }
 
 // Request is one request to run, and, once Serve has it, its state from node to node: the
 // parameters serve, dispatch, relay and finish share.
@@ -179,6 +192,12 @@ type Request struct {
 	// and the ceiling after it, instead of the core's (a check that asks a cold model for
 	// thousands of tokens).
 	StallTimeout time.Duration
+	// Batch runs a batch line (internal/batch): bronze work at the batch price, in idle
+	// capacity only. Its first job never waits: when the model's queue has waiters or no
+	// slot is free, Serve returns ErrNoCapacity at once, holding nothing. Any live request
+	// that waits may preempt it; preempted or failed over, it continues exactly, waiting
+	// after every live request and for as long as ctx allows (not the queue's timeout).
+	Batch bool
 
 	prepared    bool
 	usage       *store.Usage
@@ -262,7 +281,7 @@ type Outcome struct {
 	Claimed protocol.Usage
 	// Queued is how long the request waited in the queue for slots.
 	Queued time.Duration
-	settle func(maxCompletion int)
+	settle func(maxCompletion int, line *store.LineResult)
 }
 
 // Billed is the tokens billed (prompt and completion), 0 before any.
@@ -276,11 +295,19 @@ func (o *Outcome) Billed() int {
 // Settle settles a Defer request's bill, once: as priced when maxCompletion < 0, else with at
 // most maxCompletion completion tokens of the last node's, a claim above that flagged in the
 // settlement as an over-claim (store.Node.Overclaims). It does nothing for other requests.
-func (o *Outcome) Settle(maxCompletion int) {
-	if o != nil && o.settle != nil {
-		o.settle(maxCompletion)
-		o.settle = nil
+func (o *Outcome) Settle(maxCompletion int) { o.SettleWith(maxCompletion, nil) }
+
+// SettleWith is Settle for a batch line: the settlement carries the line's result, which the
+// store writes in the settlement's own transaction, only while the line still runs under the
+// request's id (store.Settlement.Line). It reports whether there was a bill to settle: when
+// not (no node took the request, or it was settled at once), the caller writes the result.
+func (o *Outcome) SettleWith(maxCompletion int, line *store.LineResult) bool {
+	if o == nil || o.settle == nil {
+		return false
 	}
+	o.settle(maxCompletion, line)
+	o.settle = nil
+	return true
 }
 
 // Abort ends every request still running with a clear error (an error event on a stream, a

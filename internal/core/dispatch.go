@@ -19,6 +19,7 @@ import (
 	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/store"
+	"github.com/shareai/shareai/internal/tier"
 	"github.com/shareai/shareai/internal/tracing"
 )
 
@@ -158,9 +159,15 @@ func (c *Core) pick(ctx context.Context, r *Request, req *protocol.Request) (mat
 	if r.Offer != nil {
 		return r.Offer.Candidate(), r.Offer.Model, nil // its slot taken by the caller
 	}
+	if c.liveWaiting(r) {
+		return matcher.Candidate{}, "", ErrNoCapacity
+	}
 	s := c.scan(ctx, r, req)
 	if s.err == nil {
 		return s.cand, s.model, nil
+	}
+	if s.waitOn >= 0 && r.Batch && r.jobs == 0 {
+		return matcher.Candidate{}, "", ErrNoCapacity // a batch line's first job never waits
 	}
 	if s.waitOn < 0 {
 		if r.continuing {
@@ -257,12 +264,12 @@ func (c *Core) matchRequest(r *Request, model, sort string) matcher.Request {
 		prefs.Order = []string{r.session}
 	}
 	return matcher.Request{Model: model, Prefs: prefs, Excluded: r.avoid, Continuation: r.continuing,
-		Tier: r.tier, Multiplier: c.cfg.TierPrices.Of(r.tier)}
+		Tier: r.tier, Multiplier: c.multiplier(r), Batch: r.Batch}
 }
 
 // match takes a slot on the best node for mreq among ix's, or says why none has one free.
 func match(mreq matcher.Request, ix *matcher.Index) (matcher.Candidate, error) {
-	if matcher.Walkable(mreq.Prefs) {
+	if matcher.Walkable(mreq.Prefs) && !mreq.Batch { // batch work ranks idle nodes first
 		return ix.Pick(mreq)
 	}
 	return matcher.Match(mreq, ix.Candidates()).Pick()
@@ -391,8 +398,8 @@ func (c *Core) askOf(cand matcher.Candidate, r *Request) ledger.Ask {
 	if r.Ask != nil {
 		return *r.Ask
 	}
-	m := c.cfg.TierPrices
-	return ledger.Ask{Input: m.Price(cand.InputPrice, r.tier), Output: m.Price(cand.OutputPrice, r.tier)}
+	m := c.multiplier(r)
+	return ledger.Ask{Input: tier.Scale(cand.InputPrice, m), Output: tier.Scale(cand.OutputPrice, m)}
 }
 
 // maxCost is the most the request may cost on a candidate, fee included.

@@ -75,7 +75,15 @@ func (c *Core) fits(mreq matcher.Request, req *protocol.Request, r *Request) fun
 // busy, and returns the candidate whose slot it got. pick looks for a free node again.
 func (c *Core) wait(ctx context.Context, r *Request, model string, mreq matcher.Request, req *protocol.Request, pick func() (matcher.Candidate, error)) (matcher.Candidate, error) {
 	start := c.cfg.Now()
-	tk, err := c.queue.Join(model, r.queueKey(), r.tier, r.continuing, c.fits(mreq, req, r), start)
+	var (
+		tk  *queue.Ticket[*fleet.Offer, *matcher.Candidate]
+		err error
+	)
+	if r.Batch {
+		tk, err = c.queue.JoinBatch(model, r.queueKey(), c.fits(mreq, req, r), start)
+	} else {
+		tk, err = c.queue.Join(model, r.queueKey(), r.tier, r.continuing, c.fits(mreq, req, r), start)
+	}
 	if err != nil {
 		c.cfg.Metrics.QueueWaited(r.tier.String(), "full", 0)
 		return matcher.Candidate{}, queueFull(err)
@@ -90,9 +98,12 @@ func (c *Core) wait(ctx context.Context, r *Request, model string, mreq matcher.
 	}()
 	deadline := time.NewTimer(c.queue.Config().Timeout)
 	defer deadline.Stop()
+	if r.Batch {
+		deadline.Stop() // a batch line waits as long as its batch may run (ctx)
+	}
 	recheck := time.NewTicker(recheckEvery)
 	defer recheck.Stop()
-	var preempted *fleet.Job // the bronze job this gold request stopped, until it ends
+	var preempted *fleet.Job // the batch or bronze job this request stopped, until it ends
 	for {
 		changed := c.cfg.Fleet.Changed()
 		// Look again once in line: a slot freed before the ticket joined is free now.
@@ -110,8 +121,8 @@ func (c *Core) wait(ctx context.Context, r *Request, model string, mreq matcher.
 			result = "failed"
 			return matcher.Candidate{}, err
 		}
-		if r.tier == tier.Gold && (preempted == nil || preempted.Ended()) {
-			preempted = c.preempt(model, tk)
+		if !r.Batch && (preempted == nil || preempted.Ended()) {
+			preempted = c.preempt(model, tk, r.tier == tier.Gold)
 		}
 		select {
 		case o := <-tk.Ready():
@@ -169,13 +180,22 @@ func (b *bronzeJobs) running(j *fleet.Job) (done func()) {
 	}
 }
 
-// preempt stops the newest bronze job of model on a node whose freed slot the waiting gold
-// request would take, and returns it; nil when there is none. Only jobs of nodes that continue
-// answers are preempted: the bronze answer must be able to go on where it stopped.
-func (c *Core) preempt(model string, tk *queue.Ticket[*fleet.Offer, *matcher.Candidate]) *fleet.Job {
-	c.bronze.mu.Lock()
-	defer c.bronze.mu.Unlock()
-	js := c.bronze.m[model]
+// preempt stops the newest batch job of model on a node whose freed slot the waiting live
+// request would take, or for a gold request (gold) the newest bronze one, and returns it; nil
+// when there is none. Only jobs of nodes that continue answers are preempted: the answer must
+// be able to go on where it stopped.
+func (c *Core) preempt(model string, tk *queue.Ticket[*fleet.Offer, *matcher.Candidate], gold bool) *fleet.Job {
+	if j := c.batch.preempt(c, model, tk); j != nil || !gold {
+		return j
+	}
+	return c.bronze.preempt(c, model, tk)
+}
+
+// preempt stops the newest job of model among b's on a node whose freed slot tk would take.
+func (b *bronzeJobs) preempt(c *Core, model string, tk *queue.Ticket[*fleet.Offer, *matcher.Candidate]) *fleet.Job {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	js := b.m[model]
 	for i := len(js) - 1; i >= 0; i-- {
 		j := js[i]
 		if !j.Offer.Continues || j.Preempted() {
@@ -183,7 +203,7 @@ func (c *Core) preempt(model string, tk *queue.Ticket[*fleet.Offer, *matcher.Can
 		}
 		if cand := freed(j.Offer); tk.Fits(&cand) && j.Preempt() {
 			c.cfg.Metrics.Preempted()
-			c.log.Info("preempted a bronze job for a gold request", logNode, j.Offer.Node.ID, "job", j.ID)
+			c.log.Info("preempted a job for a waiting request", logNode, j.Offer.Node.ID, "job", j.ID, "batch", b == &c.batch)
 			return j
 		}
 	}
@@ -193,6 +213,9 @@ func (c *Core) preempt(model string, tk *queue.Ticket[*fleet.Offer, *matcher.Can
 // queueKey is whom the queue's per-key bound counts the request against: its key, or its
 // account when it has none.
 func (r *Request) queueKey() string {
+	if r.Batch {
+		return "batch:" + r.Account // batch lines do not fill their key's live bound
+	}
 	if r.Key != nil {
 		return r.Key.ID
 	}

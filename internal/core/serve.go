@@ -51,7 +51,7 @@ func (c *Core) Serve(ctx context.Context, r *Request) (*Outcome, error) {
 	err := c.serve(ctx, r)
 	out := &Outcome{Usage: r.usage, Bill: r.bill, Claimed: r.claimed, Queued: r.queued}
 	if r.Defer && !r.kept && r.bill != nil && !r.Unbilled {
-		out.settle = func(maxCompletion int) { c.settleDeferred(ctx, r, maxCompletion) }
+		out.settle = func(maxCompletion int, line *store.LineResult) { c.settleDeferred(ctx, r, maxCompletion, line) }
 	}
 	return out, err
 }
@@ -215,6 +215,9 @@ func (c *Core) Prepare(r *Request) error {
 	if err != nil {
 		return api.BadRequest("service_tier", api.CodeInvalidValue, "Invalid 'service_tier': %v.", err)
 	}
+	if r.Batch {
+		tr = tier.Bronze // batch work is bronze, whatever the line or its key says
+	}
 	req := r.Job
 	promptBytes := len(req.Messages) + len(req.Prompt)
 	r.bounds = ledger.Bounds{PromptEstimate: ledger.EstimateTokens(promptBytes),
@@ -324,7 +327,10 @@ func trusted(level string) bool { return level == store.LevelVerified || level =
 
 // relayJob relays one node's answer to the sink, a bronze job preemptible meanwhile.
 func (c *Core) relayJob(ctx context.Context, r *Request, job *fleet.Job, st *relay.State, sink relay.Sink) (relay.Result, *ledger.Bill) {
-	if r.tier == tier.Bronze {
+	switch {
+	case r.Batch:
+		defer c.batch.running(job)()
+	case r.tier == tier.Bronze:
 		defer c.bronze.running(job)()
 	}
 	return c.relay(ctx, r, job, st, sink)
@@ -437,7 +443,7 @@ func (c *Core) finish(ctx context.Context, r *Request, job *fleet.Job, st *relay
 
 // settleDeferred settles a Defer request's bill (Outcome.Settle): with the last node's
 // completion cut to maxCompletion, and the node flagged, when it claimed more.
-func (c *Core) settleDeferred(ctx context.Context, r *Request, maxCompletion int) {
+func (c *Core) settleDeferred(ctx context.Context, r *Request, maxCompletion int, line *store.LineResult) {
 	bill := r.bill
 	if n := len(r.works); maxCompletion >= 0 && n > 0 && r.works[n-1].CompletionTokens > maxCompletion {
 		works := slices.Clone(r.works)
@@ -449,6 +455,7 @@ func (c *Core) settleDeferred(ctx context.Context, r *Request, maxCompletion int
 		}
 		r.usage.PromptTokens, r.usage.CompletionTokens = bill.PromptTokens, bill.CompletionTokens
 	}
+	bill.Settlement.Line = line
 	c.keepReceipts(ctx, r, bill)
 }
 

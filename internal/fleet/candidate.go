@@ -39,6 +39,7 @@ func (o *Offer) Candidate() matcher.Candidate {
 		MaxConcurrent:   o.MaxConcurrent,
 		GoldSlots:       o.GoldSlots,
 		NoBronze:        o.NoBronze,
+		NoBatch:         o.NoBatch,
 		Quantization:    strings.ToLower(o.Quantization),
 		TTFT:            st.TTFT,
 		TokensPerSecond: st.TokensPerSecond,

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shareai/shareai/internal/api"
+	"github.com/shareai/shareai/internal/batch"
 	"github.com/shareai/shareai/internal/bus"
 	"github.com/shareai/shareai/internal/core"
 	"github.com/shareai/shareai/internal/fleet"
@@ -77,7 +78,9 @@ type Config struct {
 	Bus *bus.Bus
 	// MaxTokensLimit is the most max_tokens a request may ask for. Default 32768.
 	MaxTokensLimit int
-	Now            func() time.Time
+	// Batches serves the Files and Batch APIs (batches.go); nil: not served.
+	Batches *batch.Batches
+	Now     func() time.Time
 }
 
 // Gateway is the buyer API.
@@ -131,6 +134,7 @@ func (g *Gateway) Register(mux *http.ServeMux) {
 	g.registerAccount(mux)
 	g.registerRoulette(mux)
 	g.registerProvider(mux)
+	g.registerBatches(mux)
 	mux.Handle("/v1/", g.handle(func(w http.ResponseWriter, r *http.Request, c *call) error {
 		return &api.Error{Status: http.StatusNotFound, Type: api.TypeInvalidRequest, Code: "unknown_url",
 			Message: fmt.Sprintf("Unknown request URL: %s %s.", r.Method, r.URL.Path)}
@@ -154,18 +158,18 @@ func (g *Gateway) handle(fn handlerFunc) http.Handler { return g.handleAs(store.
 
 // handleAs is handle for the API of a kind of key: store.KeyBuyer or store.KeyProvider.
 func (g *Gateway) handleAs(kind string, fn handlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.call(w, r, kind, fn) })
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.call(w, r, kind, g.cfg.MaxBodyBytes, fn) })
 }
 
 // call serves a request with fn once its key is authenticated, writes fn's error, and returns
 // the call and the error.
-func (g *Gateway) call(w http.ResponseWriter, r *http.Request, kind string, fn handlerFunc) (_ *call, err error) {
+func (g *Gateway) call(w http.ResponseWriter, r *http.Request, kind string, maxBody int64, fn handlerFunc) (_ *call, err error) {
 	c := &call{id: requestid.From(r.Context()), start: g.cfg.Now()}
 	r = g.startRequest(r, c)
 	defer func() { endRequest(c, err) }()
 	err = g.authenticate(r, c, kind)
 	if err == nil {
-		r.Body = http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes)
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		err = fn(w, r, c)
 	}
 	if err != nil {

@@ -337,6 +337,12 @@ func seconds(d time.Duration) int {
 // MaxTokensLimit, or than the longest context of the nodes serving its model, as OpenAI
 // refuses more than a model's output limit (400 on the parameter the buyer sent).
 func (g *Gateway) maxTokensCeiling(req *protocol.Request, param string) error {
+	return g.CheckMaxTokens(req, param)
+}
+
+// CheckMaxTokens refuses a request whose max_tokens (named param) is over the ceiling: the
+// network's, within the model's context. The batch API checks its lines with it too.
+func (g *Gateway) CheckMaxTokens(req *protocol.Request, param string) error {
 	ceiling := g.cfg.MaxTokensLimit
 	if base := g.core.ResolveModel(req.Model); ceiling > 0 {
 		if mi, ok := g.cfg.Fleet.Model(base); ok && mi.ContextLength > 0 {

@@ -18,7 +18,7 @@ func (g *Gateway) handleInference(endpoint string, fn handlerFunc) http.Handler 
 		ctx, release := g.core.Track(r.Context()) // a shutdown's drain covers the request from here
 		defer release()
 		r = r.WithContext(ctx)
-		c, err := g.call(w, r, store.KeyBuyer, fn)
+		c, err := g.call(w, r, store.KeyBuyer, g.cfg.MaxBodyBytes, fn)
 		m := core.RequestMetrics(endpoint, c.usage, err)
 		g.cfg.Metrics.RequestEnded(m)
 		g.logRequest(r.Context(), c, m)

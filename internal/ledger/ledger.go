@@ -354,7 +354,10 @@ func (l *Ledger) SettleLater(bill *Bill, u *store.Usage) {
 	u.Cost = s.Debit
 	s.Usage = u
 	l.settles.queue(s, func(err error) {
-		if err != nil && !errors.Is(err, store.ErrClosed) {
+		if s.Line != nil && s.Line.Committed != nil {
+			s.Line.Committed(err) // the batch runner: its line's result is written, or not
+		}
+		if err != nil && !errors.Is(err, store.ErrClosed) && !errors.Is(err, store.ErrStale) {
 			l.log.Error("settle request", "request_id", s.RequestID, "err", err)
 		}
 	})

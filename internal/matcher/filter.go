@@ -21,6 +21,7 @@ type filter struct {
 	continues bool // only nodes that can take over a partial answer
 	tier      tier.Tier
 	mult      int64 // the tier's price multiplier, basis points; 0: ×1
+	batch     bool  // a batch line's: idle nodes first, none that refuses batch work
 }
 
 func newFilter(req Request) filter {
@@ -30,7 +31,7 @@ func newFilter(req Request) filter {
 		order: newIDSet(p.Order), only: newIDSet(p.Only), ignore: newIDSet(p.Ignore),
 		strictOrd: len(p.Order) > 0 && !p.FallbacksAllowed(),
 		regions:   allowed(p.Regions), inRegions: len(p.Regions) > 0,
-		sort: p.Sort, continues: req.Continuation, tier: req.Tier, mult: req.Multiplier,
+		sort: p.Sort, continues: req.Continuation, tier: req.Tier, mult: req.Multiplier, batch: req.Batch,
 	}
 	if f.mult == 10000 {
 		f.mult = 0
@@ -81,6 +82,9 @@ func (f *filter) check(c *Candidate) (reason, int) {
 	}
 	if f.tier == tier.Bronze && c.NoBronze {
 		return noBronze, 0
+	}
+	if f.batch && c.NoBatch {
+		return noBatch, 0
 	}
 	if p.MinReliability != nil && !(c.Reliability >= *p.MinReliability) {
 		return unreliable, 0

@@ -48,6 +48,9 @@ type Request struct {
 	// Multiplier is the tier's price multiplier in basis points (0: ×1): a node's ask times
 	// it is what the buyer pays, which max_price caps.
 	Multiplier int64
+	// Batch is a batch line's request (bronze work): nodes that refuse batch work are not
+	// eligible, and idle nodes (the most free slots) rank first, then by the sort.
+	Batch bool
 }
 
 // Ranking is the outcome of Match: the best eligible candidates in order, and counts of why
@@ -357,6 +360,11 @@ func (f *filter) key(c *Candidate, pos int, k *rankKey) {
 	}
 	k.load = float64(c.Running) / float64(c.MaxConcurrent)
 	k.cold = !c.Warm
+	if f.batch {
+		// Batch work fills the idlest nodes first: the most free slots, then by the sort.
+		k.secondary = k.primary
+		k.primary = -float64(c.Slots(f.tier) - c.Running)
+	}
 }
 
 // effectivePrice is the ask per million input plus output tokens over reliability.

@@ -31,6 +31,7 @@ type Candidate struct {
 	Running, MaxConcurrent int     // slots in use and in all
 	GoldSlots              int     // of MaxConcurrent, kept for gold requests
 	NoBronze               bool    // the node refuses bronze requests
+	NoBatch                bool    // the node refuses batch work
 	Reliability            float64 // 0..1: see Reliability
 	Quantization           string  // such as "fp8", "q4_k_m"; "" unknown
 

@@ -27,6 +27,8 @@ const (
 	ReasonContinue = "cannot continue an answer"
 	// ReasonNoBronze: the node refuses bronze requests (service_tier flex).
 	ReasonNoBronze = "refuses bronze"
+	// ReasonNoBatch: the node refuses batch work (no_batch).
+	ReasonNoBatch = "refuses batch work"
 	// ReasonUnverified: a new node that has not passed its onboarding checks yet.
 	ReasonUnverified = "not verified yet"
 	// ReasonQuarantined: a node quarantined (or suspended) for its reputation or by an
@@ -49,6 +51,7 @@ const (
 	unreliable
 	noContinue
 	noBronze
+	noBatch
 	paused
 	quarantined
 	unverified
@@ -59,7 +62,7 @@ const (
 var reasonText = [numReasons]string{
 	excluded: ReasonExcluded, quarantined: ReasonQuarantined, unverified: ReasonUnverified, ignored: ReasonIgnored, notOnly: ReasonNotOnly, notOrder: ReasonNotOrder,
 	outsideRegion: ReasonRegion, quantized: ReasonQuantized, overPrice: ReasonPrice,
-	unreliable: ReasonReliability, noContinue: ReasonContinue, noBronze: ReasonNoBronze, paused: ReasonPaused, busy: ReasonBusy,
+	unreliable: ReasonReliability, noContinue: ReasonContinue, noBronze: ReasonNoBronze, noBatch: ReasonNoBatch, paused: ReasonPaused, busy: ReasonBusy,
 }
 
 // NoProvider says why no node could take a request: how many serve the model, and how many

@@ -59,3 +59,31 @@ func TestTierMaxPrice(t *testing.T) {
 		t.Errorf("silver at $0.10 under a $0.12 cap: %v", err)
 	}
 }
+
+// Batch work goes to the idlest node first, even a dearer one, and never to a node that
+// refuses it.
+func TestBatchWork(t *testing.T) {
+	busyCheap, idleDear, refuser := offer("busy-cheap", 4, 1), offer("idle-dear", 4, 2), offer("refuser", 8, 1)
+	busyCheap.running = 3
+	cands := candidates(busyCheap, idleDear, refuser)
+	cands[2].NoBatch = true
+	c, err := Match(Request{Model: model, Tier: tier.Bronze, Batch: true, Rand: seeded()}, cands).Pick()
+	if err != nil || c.NodeID != "idle-dear" {
+		t.Fatalf("batch work went to %s, %v; want the idle node", c.NodeID, err)
+	}
+	idleDear.running = 4
+	cands = candidates(busyCheap, idleDear, refuser)
+	cands[2].NoBatch = true
+	busyCheap.running = 4
+	cands[0].Running = 4
+	_, err = Match(Request{Model: model, Tier: tier.Bronze, Batch: true, Rand: seeded()}, cands).Pick()
+	if np, ok := errors.AsType[*NoProvider](err); !ok || np.Reasons[ReasonNoBatch] != 1 {
+		t.Errorf("every node busy or refusing: %v; want the refuser counted as %q", err, ReasonNoBatch)
+	}
+	// Live work ranks as before: the cheap node first, the refuser eligible.
+	busyCheap.running = 0
+	c, err = Match(Request{Model: model, Rand: seeded()}, candidates(busyCheap, idleDear, refuser)).Pick()
+	if err != nil || c.NodeID == "idle-dear" {
+		t.Errorf("live work went to %s, %v; want a cheap node", c.NodeID, err)
+	}
+}

@@ -62,6 +62,8 @@
 //     weekly time windows in a time zone, at most [MaxAskWindows]. Optional; the flat
 //     input_price and output_price stay the ask outside every window, which coordinators
 //     before it take all the time. A coordinator refuses a node whose schedule it cannot read.
+//   - Version 1, 2026-12-02 (also): offers may refuse batch work (Offer.NoBatch). Optional: an offer
+//     without it takes batch lines.
 package protocol
 
 import (
@@ -239,6 +241,8 @@ type Offer struct {
 	GoldSlots int `json:"gold_slots,omitempty"`
 	// NoBronze refuses bronze requests (service_tier flex), which gold may preempt.
 	NoBronze bool `json:"no_bronze,omitempty"`
+	// NoBatch refuses batch work (the Batch API's lines), which any live request may preempt.
+	NoBatch bool `json:"no_batch,omitempty"`
 	// AskSchedule, when set, changes the ask by time windows (peak, off-peak): inside one of
 	// its windows the offer asks that window's prices; outside every window, InputPrice and
 	// OutputPrice, which a coordinator that knows no schedule takes all the time.

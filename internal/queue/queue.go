@@ -1,6 +1,7 @@
 // Package queue is where a request waits for a free slot when every node that fits it is
 // busy. There is one line per model, ordered by tier (gold first), then continuations of
-// answers already started before new requests of their tier, then by arrival. A slot about
+// answers already started before new requests of their tier, then by arrival; batch lines'
+// continuations (JoinBatch) come after every live request. A slot about
 // to be freed is handed to the first waiter in line that it fits, so a request that waits
 // longer, or of a higher tier, is never overtaken by a later one the same slot fits.
 //
@@ -62,6 +63,7 @@ type Ticket[S comparable, P any] struct {
 	Model, Key   string
 	Tier         tier.Tier
 	Continuation bool
+	Batch        bool // a batch line's continuation: after every live request
 	Joined       time.Time
 
 	q      *Queue[S, P]
@@ -75,6 +77,16 @@ type Ticket[S comparable, P any] struct {
 // it; it is called under the queue's lock, from the goroutine freeing a slot, and must be quick
 // and take no lock that a slot's release may hold. The ticket must be given up with Leave.
 func (q *Queue[S, P]) Join(model, key string, t tier.Tier, continuation bool, fits func(P) bool, now time.Time) (*Ticket[S, P], error) {
+	return q.join(model, key, t, continuation, false, fits, now)
+}
+
+// JoinBatch is Join for a batch line's continuation (a bronze one): it waits after every live
+// request, gold, silver or bronze.
+func (q *Queue[S, P]) JoinBatch(model, key string, fits func(P) bool, now time.Time) (*Ticket[S, P], error) {
+	return q.join(model, key, tier.Bronze, true, true, fits, now)
+}
+
+func (q *Queue[S, P]) join(model, key string, t tier.Tier, continuation, batch bool, fits func(P) bool, now time.Time) (*Ticket[S, P], error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
@@ -88,7 +100,7 @@ func (q *Queue[S, P]) Join(model, key string, t tier.Tier, continuation bool, fi
 		return nil, &Full{Model: model, Key: true, Limit: q.cfg.PerKey}
 	}
 	q.seq++
-	tk := &Ticket[S, P]{Model: model, Key: key, Tier: t, Continuation: continuation, Joined: now,
+	tk := &Ticket[S, P]{Model: model, Key: key, Tier: t, Continuation: continuation, Batch: batch, Joined: now,
 		q: q, seq: q.seq, fits: fits, handed: make(chan S, 1), in: true}
 	i, _ := slices.BinarySearchFunc(line, tk, func(a, b *Ticket[S, P]) int {
 		if a.before(b) {
@@ -105,6 +117,8 @@ func (q *Queue[S, P]) Join(model, key string, t tier.Tier, continuation bool, fi
 // before says whether a is served before b.
 func (a *Ticket[S, P]) before(b *Ticket[S, P]) bool {
 	switch {
+	case a.Batch != b.Batch:
+		return b.Batch
 	case a.Tier.Rank() != b.Tier.Rank():
 		return a.Tier.Rank() < b.Tier.Rank()
 	case a.Continuation != b.Continuation:
@@ -204,6 +218,20 @@ func (q *Queue[S, P]) Len(model string) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.lines[model])
+}
+
+// Live returns how many live requests (not batch lines) wait for model.
+func (q *Queue[S, P]) Live(model string) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for _, tk := range q.lines[model] {
+		if tk.Batch {
+			break // batch lines wait last
+		}
+		n++
+	}
+	return n
 }
 
 // Close refuses new waiters; those waiting stay until they leave.

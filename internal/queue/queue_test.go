@@ -110,3 +110,33 @@ func TestQueue_LeaveAfterHand(t *testing.T) {
 		t.Errorf("Join after Close: %v", err)
 	}
 }
+
+// A batch line's continuation waits after every live request, bronze ones too, and is not
+// counted as a live waiter.
+func TestQueue_BatchLast(t *testing.T) {
+	q := New[int, int](Config{})
+	b, err := q.JoinBatch("m", "batch:a", all, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := q.Live("m"); got != 0 {
+		t.Errorf("live waiters %d with only a batch line waiting, want 0", got)
+	}
+	bronze, err := q.Join("m", "k", tier.Bronze, false, all, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := q.Live("m"); got != 1 {
+		t.Errorf("live waiters %d, want 1", got)
+	}
+	for i, tk := range []*Ticket[int, int]{bronze, b} {
+		if !q.Hand("m", i, i) {
+			t.Fatalf("slot %d not taken", i)
+		}
+		select {
+		case <-tk.Ready():
+		default:
+			t.Fatalf("waiter %d (batch %v) not served %d-th", i, tk.Batch, i)
+		}
+	}
+}

@@ -123,6 +123,10 @@ type Settlement struct {
 	// Flagged lists nodes whose usage claims were implausible and were not billed as claimed;
 	// each one's count of over-claims grows by one.
 	Flagged []string
+	// Line, for a batch line's request, is the line's result, written in the same transaction
+	// only while the line runs under RequestID: a stale attempt's settlement fails with
+	// ErrStale and moves no money.
+	Line *LineResult `json:"-"`
 }
 
 // Balance is an account's money.

@@ -143,6 +143,7 @@ type Store interface {
 	Users
 	Roulette
 	Pricing
+	Batches
 
 	// CreateAccount creates an account; ErrConflict if the name is taken.
 	CreateAccount(ctx context.Context, a *Account) error

@@ -142,6 +142,10 @@ func ParseMultipliers(s string) (Multipliers, error) {
 }
 
 // basisPoints reads a decimal factor such as "1.5" exactly: 15000.
+// ParseFactor reads a price multiplier written as a factor ("0.5", at most four decimals,
+// above 0 and at most 100) as basis points.
+func ParseFactor(s string) (int64, error) { return basisPoints(s) }
+
 func basisPoints(s string) (int64, error) {
 	whole, frac, _ := strings.Cut(strings.TrimSpace(s), ".")
 	if whole == "" || len(frac) > 4 || strings.ContainsAny(whole+frac, "+-") {

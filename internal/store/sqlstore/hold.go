@@ -264,6 +264,15 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 			errs[i] = err
 			continue
 		}
+		if s.Line != nil {
+			// A batch line's result commits with its money, or neither does.
+			if ok, err := db.finishLine(ctx, tx, s.Line); err != nil {
+				return err
+			} else if !ok {
+				errs[i] = fmt.Errorf("settle request %s: %w", s.RequestID, store.ErrStale)
+				continue
+			}
+		}
 		h.status = "closing" // a second settlement of it in this batch finds it closed
 		at = max(at, millis(s.At))
 		buyer := buyerAccount(h.accountID)
