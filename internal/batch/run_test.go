@@ -150,8 +150,14 @@ func TestBatch_LiveFirst(t *testing.T) {
 			t.Errorf("live request %d: %v", i, err)
 		}
 	}
-	if got := len(env.Logs.Lines("preempted a job for a waiting request", `"batch":true`)); got < slots {
-		t.Errorf("%d batch jobs preempted for %d live requests: each live request takes a batch line's slot", got, slots)
+	// A batch line takes 10 s (100 tokens at 10 a second): had a live request waited for one
+	// to end, some line would be done by now. A live request gets a preempted batch line's
+	// slot, or one another live request freed.
+	if got, err := c.Batches.Get(context.Background(), b.ID); err != nil || got.RequestCounts.Completed != 0 {
+		t.Errorf("live requests served after %+v batch lines completed (%v): they waited for batch lines to end", got.RequestCounts, err)
+	}
+	if got := len(env.Logs.Lines("preempted a job for a waiting request", `"batch":true`)); got < 1 {
+		t.Errorf("no batch job preempted for %d live requests with every slot running a batch line", slots)
 	}
 	b = poll(t, c, b.ID, openai.BatchStatusCompleted)
 	out := outputLines(t, c, b.OutputFileID)
