@@ -292,17 +292,10 @@ type EarningTotals struct {
 	PaidOutUSD   string `json:"paid_out_usd"`
 }
 
-// maxEarningDays bounds ?days=.
-const maxEarningDays = 366
-
 func (g *Gateway) providerEarnings(w http.ResponseWriter, r *http.Request, c *call) error {
-	days := 30
-	if s := r.URL.Query().Get("days"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > maxEarningDays {
-			return api.BadRequest("days", api.CodeInvalidValue, "days must be a whole number from 1 to %d; got '%s'.", maxEarningDays, s)
-		}
-		days = n
+	days, err := daysParam(r, 30)
+	if err != nil {
+		return err
 	}
 	ctx, acct := r.Context(), c.key.AccountID
 	since := store.WindowStart(store.Daily, g.cfg.Now()).AddDate(0, 0, -(days - 1))
@@ -352,4 +345,20 @@ func (g *Gateway) nodeName(ctx context.Context, id string) (string, error) {
 		return "", err
 	}
 	return n.Name, nil
+}
+
+// maxDays bounds a report's ?days=.
+const maxDays = 366
+
+// daysParam reads a report's ?days=, from 1 to maxDays; def when absent.
+func daysParam(r *http.Request, def int) (int, error) {
+	s := r.URL.Query().Get("days")
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > maxDays {
+		return 0, api.BadRequest("days", api.CodeInvalidValue, "days must be a whole number from 1 to %d; got '%s'.", maxDays, s)
+	}
+	return n, nil
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/shareai/shareai/internal/api"
@@ -199,13 +198,9 @@ func (g *Gateway) providerNodes(w http.ResponseWriter, r *http.Request, c *call)
 }
 
 func (g *Gateway) providerNode(w http.ResponseWriter, r *http.Request, c *call) error {
-	days := defaultReportDays
-	if s := r.URL.Query().Get("days"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > maxEarningDays {
-			return api.BadRequest("days", api.CodeInvalidValue, "days must be a whole number from 1 to %d; got '%s'.", maxEarningDays, s)
-		}
-		days = n
+	days, err := daysParam(r, defaultReportDays)
+	if err != nil {
+		return err
 	}
 	ctx, id := r.Context(), r.PathValue("id")
 	n, err := g.cfg.Store.Node(ctx, id)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -118,17 +117,10 @@ type Quantiles struct {
 	Sample int     `json:"sample"`
 }
 
-// maxSplitDays bounds ?days=.
-const maxSplitDays = 366
-
 func (g *Gateway) splits(w http.ResponseWriter, r *http.Request, c *call) error {
-	days := 30
-	if s := r.URL.Query().Get("days"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > maxSplitDays {
-			return api.BadRequest("days", api.CodeInvalidValue, "days must be a whole number from 1 to %d; got '%s'.", maxSplitDays, s)
-		}
-		days = n
+	days, err := daysParam(r, 30)
+	if err != nil {
+		return err
 	}
 	since := store.WindowStart(store.Daily, g.cfg.Now()).AddDate(0, 0, -(days - 1))
 	rows, err := g.cfg.Store.SplitArms(r.Context(), c.key.AccountID, since)
