@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,8 +9,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
+	"time"
 
+	"github.com/shareai/shareai/internal/agent"
 	"github.com/shareai/shareai/internal/bench"
 	"github.com/shareai/shareai/internal/config"
 	"github.com/shareai/shareai/internal/engine"
@@ -36,8 +41,11 @@ coordinator's Prometheus endpoint), and closes them.
 --batch N runs one batch of N lines through the Batch API (/v1/files, /v1/batches) and
 reports its throughput and whether every line was answered exactly once; the live load (-c,
 -n or --duration, streamed) runs first alone and then again beside the batch, so that the
-report shows what the batch costs live requests' time to first token. A progress bar goes to stderr when it is
-a terminal; the report goes to stdout. Ctrl-C stops early and reports what finished.`
+report shows what the batch costs live requests' time to first token. It also reads the
+coordinator's slot-time from --metrics (without --url, the network's own) and reports the
+share of idle slot-time the batch filled; --sim-windows gives the simulated providers
+availability windows, so that the run has some. A progress bar goes to stderr when it is a
+terminal; the report goes to stdout. Ctrl-C stops early and reports what finished.`
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg config.Bench
@@ -50,7 +58,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	base, key, network := cfg.URL, cfg.APIKey, ""
+	base, key, network, metricsURL := cfg.URL, cfg.APIKey, "", ""
 	if base == "" {
 		if cfg.Hold && !isSet(fs, "sim-tps") {
 			cfg.SimTPS = 1 // streams that stay open while they are counted
@@ -60,7 +68,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		defer n.close()
-		base, key, network = n.URL, n.APIKey, n.about
+		base, key, network, metricsURL = n.URL, n.APIKey, n.about, n.metricsURL
 		fmt.Fprintf(stderr, "Started a network in this process: %s.\n", network)
 	}
 	baseURL, err := bench.BaseURL(base)
@@ -83,8 +91,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case cfg.Batch > 0:
 		rep, err = bench.RunBatch(ctx, bench.BatchConfig{
 			BaseURL: baseURL, APIKey: key, Model: model, Lines: cfg.Batch, MaxTokens: cfg.MaxTokens, Prompt: cfg.Prompt,
-			Live:   bench.Config{Requests: cfg.Count(), Duration: cfg.Duration, Concurrency: cfg.Concurrency, Stream: true, Timeout: cfg.Timeout},
-			Client: client, Progress: progress,
+			MetricsURL: cmp.Or(cfg.Metrics, metricsURL),
+			Live:       bench.Config{Requests: cfg.Count(), Duration: cfg.Duration, Concurrency: cfg.Concurrency, Stream: true, Timeout: cfg.Timeout},
+			Client:     client, Progress: progress,
 		})
 	case cfg.Hold:
 		rep, err = bench.RunHold(ctx, bench.HoldConfig{
@@ -125,11 +134,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // benchNet is the network bench starts when it is given no URL.
 type benchNet struct {
 	*localnet.Net
-	dir   string
-	about string
+	dir        string
+	about      string
+	metricsURL string // the coordinator's metrics, served on loopback
+	metrics    *http.Server
 }
 
 func (n *benchNet) close() {
+	n.metrics.Close()
 	n.Close()
 	os.RemoveAll(n.dir)
 }
@@ -156,19 +168,47 @@ func startBenchNet(ctx context.Context, cfg *config.Bench, stderr io.Writer) (*b
 	nc.Coordinator.Ledger.FeeBasisPoints = 500
 	nc.Coordinator.Fleet.TrustNewNodes = true
 	nc.Coordinator.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	windows := ""
+	if w := cfg.SimWindows; w > 0 {
+		nc.EachAgent = func(i int, a *agent.Config) {
+			a.Schedule, a.CheckEvery = alternating{window: w, phase: i % 2}, min(w/20, time.Second)
+		}
+		windows = fmt.Sprintf(", each open one %s window in two", w)
+	}
 	n, err := localnet.Start(ctx, nc)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start a network: %w", err)
 	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		n.Close()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	metrics := &http.Server{Handler: n.Coordinator().MetricsHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go metrics.Serve(ln)
 	speed := fmt.Sprintf("%g tokens/s", cfg.SimTPS)
 	if cfg.SimTPS == 0 {
 		speed = "no delay"
 	}
-	about := fmt.Sprintf("coordinator at %s, %d simulated providers (%d jobs at once each, first token after %s, then %s)",
-		n.URL, cfg.Providers, slots, cfg.SimTTFT, speed)
-	return &benchNet{Net: n, dir: dir, about: about}, nil
+	about := fmt.Sprintf("coordinator at %s, %d simulated providers (%d jobs at once each, first token after %s, then %s%s)",
+		n.URL, cfg.Providers, slots, cfg.SimTTFT, speed, windows)
+	return &benchNet{Net: n, dir: dir, about: about, metricsURL: "http://" + ln.Addr().String() + "/metrics", metrics: metrics}, nil
 }
+
+// alternating is the availability of a simulated provider of --sim-windows: open one window
+// in two, those of phase 1 while those of phase 0 are closed.
+type alternating struct {
+	window time.Duration
+	phase  int
+}
+
+func (a alternating) Open(t time.Time) bool {
+	return (int(t.UnixNano()/int64(a.window))+a.phase)%2 == 0
+}
+
+func (a alternating) String() string { return fmt.Sprintf("open one %s window in two", a.window) }
 
 // isTerminal reports whether w is a terminal, where a progress bar can redraw its line.
 func isTerminal(w io.Writer) bool {

@@ -28,6 +28,10 @@ type BatchConfig struct {
 	Live Config
 	// Poll is how often the batch is polled; default 250ms.
 	Poll time.Duration
+	// MetricsURL, when set, is the coordinator's Prometheus endpoint: the run reads its
+	// slot-time counters before and after the batch, for the share of idle slot-time the batch
+	// filled (BatchRun.SlotFill).
+	MetricsURL string
 	// Timeout bounds the whole batch; 0: none.
 	Timeout  time.Duration
 	Client   *http.Client
@@ -53,8 +57,31 @@ type BatchRun struct {
 	Duplicates int `json:"duplicates"`
 	Missing    int `json:"missing"`
 
+	// SlotFill is the nodes' slot-time while the batch ran, read from MetricsURL; nil without.
+	SlotFill *SlotFill `json:"slot_fill,omitempty"`
+
 	LiveAlone  *Report `json:"live_alone,omitempty"`  // the live load with no batch running
 	LiveDuring *Report `json:"live_during,omitempty"` // the same load while the batch ran
+}
+
+// SlotFill is the slot-time of the nodes open for jobs (inside their windows) while a batch
+// ran, in slot-seconds, and the share of what live requests left idle that the batch filled.
+type SlotFill struct {
+	BusySeconds  float64 `json:"busy_slot_seconds"`  // busy with a job: live or batch
+	FreeSeconds  float64 `json:"free_slot_seconds"`  // idle
+	BatchSeconds float64 `json:"batch_slot_seconds"` // busy with a batch line
+	// Filled is BatchSeconds / (BatchSeconds + FreeSeconds): of the slot-time live requests
+	// left idle, the share batch lines took.
+	Filled float64 `json:"filled"`
+}
+
+// slotFill is the slot-time between two readings of the counters.
+func slotFill(before, after *SlotTime) *SlotFill {
+	f := &SlotFill{BusySeconds: after.Busy - before.Busy, FreeSeconds: after.Free - before.Free, BatchSeconds: after.Batch - before.Batch}
+	if idle := f.BatchSeconds + f.FreeSeconds; idle > 0 {
+		f.Filled = f.BatchSeconds / idle
+	}
+	return f
 }
 
 // RunBatch uploads a batch of cfg.Lines requests, runs the live load alone and then beside
@@ -91,6 +118,12 @@ func RunBatch(ctx context.Context, cfg BatchConfig) (*Report, error) {
 	file, err := b.upload(ctx, "bench-batch.jsonl", input)
 	if err != nil {
 		return nil, fmt.Errorf("upload the batch's input: %w", err)
+	}
+	var slotsBefore *SlotTime
+	if cfg.MetricsURL != "" {
+		if slotsBefore, err = ScrapeSlotTime(ctx, cfg.Client, cfg.MetricsURL, cfg.Model); err != nil {
+			return nil, err
+		}
 	}
 	start := time.Now()
 	batch, err := b.create(ctx, file)
@@ -130,6 +163,13 @@ func RunBatch(ctx context.Context, cfg BatchConfig) (*Report, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if slotsBefore != nil {
+		after, err := ScrapeSlotTime(ctx, cfg.Client, cfg.MetricsURL, cfg.Model)
+		if err != nil {
+			return nil, err
+		}
+		run.SlotFill = slotFill(slotsBefore, after)
 	}
 	run.Status, run.Completed, run.Failed = batch.Status, batch.RequestCounts.Completed, batch.RequestCounts.Failed
 	if run.Seconds > 0 {
@@ -331,6 +371,10 @@ func (r *BatchRun) writeText(b *strings.Builder) {
 		fmt.Fprintf(b, "  NOT exactly once: %d duplicate answers, %d lines missing\n", r.Duplicates, r.Missing)
 	} else {
 		fmt.Fprintf(b, "  every line answered exactly once\n")
+	}
+	if f := r.SlotFill; f != nil {
+		fmt.Fprintf(b, "  slot-time open meanwhile: %.0f slot-s busy (%.0f of them batch lines), %.0f free: the batch filled %.1f%% of the idle slot-time\n",
+			f.BusySeconds, f.BatchSeconds, f.FreeSeconds, 100*f.Filled)
 	}
 	if r.LiveAlone != nil && r.LiveDuring != nil && r.LiveAlone.TTFT != nil && r.LiveDuring.TTFT != nil {
 		a, d := r.LiveAlone.TTFT, r.LiveDuring.TTFT

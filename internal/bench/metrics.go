@@ -81,6 +81,75 @@ func sum(f *dto.MetricFamily) float64 {
 
 // ScrapeMemory reads the memory of the server whose Prometheus endpoint is url.
 func ScrapeMemory(ctx context.Context, client *http.Client, url string) (*Memory, error) {
+	body, err := scrape(ctx, client, url)
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
+	return ParseMemory(body)
+}
+
+// SlotTime is a coordinator's slot-time counters for a model, in slot-seconds: of its nodes'
+// slots open for jobs, busy and free (shareai_slot_seconds_total), and of the batch jobs it
+// ran, part of busy (shareai_batch_slot_seconds_total).
+type SlotTime struct {
+	Busy, Free, Batch float64
+}
+
+// Slot-time metrics of the coordinator.
+const (
+	SlotSecondsMetric      = "shareai_slot_seconds_total"
+	BatchSlotSecondsMetric = "shareai_batch_slot_seconds_total"
+)
+
+// ScrapeSlotTime reads the slot-time counters of a model from the coordinator whose
+// Prometheus endpoint is url; all 0 before the coordinator first counted the model's.
+func ScrapeSlotTime(ctx context.Context, client *http.Client, url, modelName string) (*SlotTime, error) {
+	body, err := scrape(ctx, client, url)
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(body)
+	if err != nil {
+		return nil, fmt.Errorf("parse metrics: %w", err)
+	}
+	if _, ok := fams["go_goroutines"]; !ok {
+		return nil, fmt.Errorf("read metrics: %s has no go_goroutines: is it a Prometheus endpoint of a Go program?", url)
+	}
+	st := &SlotTime{}
+	for _, m := range fams[SlotSecondsMetric].GetMetric() {
+		if label(m, "model") != modelName {
+			continue
+		}
+		switch label(m, "state") {
+		case "busy":
+			st.Busy += m.GetCounter().GetValue()
+		case "free":
+			st.Free += m.GetCounter().GetValue()
+		}
+	}
+	for _, m := range fams[BatchSlotSecondsMetric].GetMetric() {
+		if label(m, "model") == modelName {
+			st.Batch += m.GetCounter().GetValue()
+		}
+	}
+	return st, nil
+}
+
+// label returns the value of a metric's label, "" when it has none of that name.
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// scrape gets the Prometheus text exposition at url; the caller closes it.
+func scrape(ctx context.Context, client *http.Client, url string) (io.ReadCloser, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -90,11 +159,14 @@ func ScrapeMemory(ctx context.Context, client *http.Client, url string) (*Memory
 	if err != nil {
 		return nil, fmt.Errorf("read metrics: %w", err)
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
 		return nil, fmt.Errorf("read metrics: %s answered %s", url, resp.Status)
 	}
-	return ParseMemory(io.LimitReader(resp.Body, 64<<20))
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.LimitReader(resp.Body, 64<<20), resp.Body}, nil
 }
 
 // perStream is (during − before) / n, field by field.

@@ -25,7 +25,7 @@ type Bench struct {
 
 	// Hold mode.
 	Hold    bool
-	Metrics string // the coordinator's Prometheus endpoint
+	Metrics string // the coordinator's Prometheus endpoint, in hold and batch modes
 	Settle  time.Duration
 
 	// Batch mode: one batch of Batch lines beside the live load; 0: off.
@@ -36,6 +36,9 @@ type Bench struct {
 	SimTTFT       time.Duration
 	SimTPS        float64
 	MaxConcurrent int // slots per agent and model; 0: Concurrency
+	// SimWindows, when set, gives the simulated providers availability windows of this
+	// length: each is open one window in two, half of them at a time.
+	SimWindows time.Duration
 }
 
 // BenchEnv documents the environment variables `shareai bench` reads, with the flag each
@@ -63,12 +66,13 @@ func (b *Bench) Flags(fs *flag.FlagSet) {
 	fs.BoolVar(&b.H2C, "h2c", false, "speak HTTP/2 without TLS (prior knowledge), many requests on each connection, instead of HTTP/1.1 with one connection per request in flight")
 	fs.DurationVar(&b.Timeout, "timeout", 2*time.Minute, "the most one request may take; in --hold mode, the most to wait for every stream's first token (0: no limit)")
 	fs.BoolVar(&b.Hold, "hold", false, "memory mode: open -c slow streams at once, wait until each has its first token, read the coordinator's memory from --metrics, then close them")
-	fs.StringVar(&b.Metrics, "metrics", "", "--hold: the coordinator's Prometheus endpoint, such as http://127.0.0.1:9464/metrics")
+	fs.StringVar(&b.Metrics, "metrics", "", "--hold, --batch: the coordinator's Prometheus endpoint, such as http://127.0.0.1:9464/metrics; --hold reads its memory, --batch its slot-time (without --url, the network's own)")
 	fs.DurationVar(&b.Settle, "settle", 2*time.Second, "--hold: how long all streams stay open before the memory is read")
 	fs.IntVar(&b.Batch, "batch", 0, "batch mode: run one batch of this many lines through the Batch API, with the live load (-c, -n or --duration, streamed) run first alone and again beside the batch; report the batch's throughput and the live requests' time to first token both ways")
 	fs.IntVar(&b.Providers, "providers", 2, "without --url: simulated providers of the network bench starts")
 	fs.DurationVar(&b.SimTTFT, "sim-ttft", 150*time.Millisecond, "without --url: the simulated providers' time to first token")
 	fs.Float64Var(&b.SimTPS, "sim-tps", 60, "without --url: the simulated providers' tokens per second (0: no delay; with --hold, default 1)")
+	fs.DurationVar(&b.SimWindows, "sim-windows", 0, "without --url: give the simulated providers availability windows this long, each open one window in two and half of them at a time (0: always open)")
 	fs.IntVar(&b.MaxConcurrent, "max-concurrent", 0, "without --url: jobs each provider runs at once (default -c, so that no request waits for a slot)")
 }
 
@@ -122,8 +126,8 @@ func (b *Bench) Validate() error {
 		if !isHTTPURL(b.Metrics) {
 			errs = append(errs, &FieldError{"metrics", fmt.Sprintf("%q is not an http(s) URL such as http://127.0.0.1:9464/metrics", b.Metrics)})
 		}
-		if !b.Hold {
-			errs = append(errs, &FieldError{"metrics", "is read only in --hold mode"})
+		if !b.Hold && b.Batch == 0 {
+			errs = append(errs, &FieldError{"metrics", "is read only in --hold and --batch modes"})
 		}
 	}
 	if b.Hold && !b.Stream {
@@ -143,6 +147,9 @@ func (b *Bench) Validate() error {
 	}
 	if b.MaxConcurrent < 0 {
 		errs = append(errs, &FieldError{"max-concurrent", "must not be negative"})
+	}
+	if b.SimWindows < 0 || (b.SimWindows > 0 && b.SimWindows < time.Second) {
+		errs = append(errs, &FieldError{"sim-windows", "must be 0 (always open) or at least 1s"})
 	}
 	if b.SimTTFT < 0 || b.SimTPS < 0 {
 		errs = append(errs, &FieldError{"sim-tps", "sim timings must not be negative"})

@@ -78,6 +78,11 @@ type Config struct {
 	// server, 3 on a cluster of three or more; 0: 3 when the bus knows three servers or more.
 	BusReplicas int
 
+	// SlotSampleEvery is how often the slot-time metrics sample the nodes' slots, and the
+	// batch jobs running (shareai_slot_seconds_total, shareai_batch_slot_seconds_total).
+	// Default 1s.
+	SlotSampleEvery time.Duration
+
 	// Fleet holds the nodes' settings: heartbeats, how often they are recorded, whether new
 	// nodes are trusted without checks, the nodes per account.
 	Fleet fleet.Config
@@ -153,6 +158,9 @@ func New(cfg Config) *Coordinator {
 	cfg.Log = slog.New(requestid.LogHandler(cfg.Log.Handler()))
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 30 * time.Second
+	}
+	if cfg.SlotSampleEvery <= 0 {
+		cfg.SlotSampleEvery = time.Second
 	}
 	if cfg.BodyTimeout <= 0 {
 		cfg.BodyTimeout = time.Minute // a 16 MiB body, the default limit, over 2.5 Mbit/s
@@ -341,6 +349,32 @@ func (c *Coordinator) nodeSamples() []metrics.NodeSample {
 	return out
 }
 
+// sampleSlots adds to the slot-time metrics, every SlotSampleEvery until ctx is done, the
+// slots of each model that this replica's nodes hold open, busy and free, and the batch jobs
+// it runs: the share of idle slot-time that batches fill is read from them.
+func (c *Coordinator) sampleSlots(ctx context.Context) {
+	t := time.NewTicker(c.cfg.SlotSampleEvery)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			dt := now.Sub(last).Seconds()
+			slots, batch := c.Fleet.OpenSlots(), c.Core.BatchJobs()
+			for model, s := range slots {
+				c.Metrics.SlotTime(model, s.Busy, s.Free, batch[model], dt)
+				delete(batch, model)
+			}
+			for model, n := range batch { // batch jobs on nodes of other replicas
+				c.Metrics.SlotTime(model, 0, 0, n, dt)
+			}
+			last = now
+		}
+	}
+}
+
 // Handler returns the coordinator's HTTP handler.
 func (c *Coordinator) Handler() http.Handler { return c.handler }
 
@@ -398,6 +432,7 @@ func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
 	go c.Fleet.Run(bg)
 	go c.Ledger.Run(bg, time.Minute)
 	go c.Ledger.RunLease(bg)
+	go c.sampleSlots(bg)
 	if c.Mesh != nil {
 		go c.sweepSessions(bg)
 		go func() {

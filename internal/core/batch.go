@@ -40,3 +40,6 @@ func (c *Core) liveWaiting(r *Request) bool {
 	}
 	return false
 }
+
+// BatchJobs returns how many batch lines' jobs this core runs now, by model.
+func (c *Core) BatchJobs() map[string]int { return c.batch.count() }

@@ -180,6 +180,17 @@ func (b *bronzeJobs) running(j *fleet.Job) (done func()) {
 	}
 }
 
+// count returns how many jobs b holds, by model.
+func (b *bronzeJobs) count() map[string]int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := make(map[string]int, len(b.m))
+	for model, js := range b.m {
+		n[model] = len(js)
+	}
+	return n
+}
+
 // preempt stops the newest batch job of model on a node whose freed slot the waiting live
 // request would take, or for a gold request (gold) the newest bronze one, and returns it; nil
 // when there is none. Only jobs of nodes that continue answers are preempted: the answer must

@@ -296,6 +296,32 @@ func summarize(id string, offers []*Offer) ModelInfo {
 	return mi
 }
 
+// OpenSlots are a model's slots open for jobs: busy with one, or free.
+type OpenSlots struct{ Busy, Free int }
+
+// OpenSlots counts, by model, the slots of this replica's nodes that are open for jobs now
+// (connected, not paused, not gone, not a selftest's), busy or free: an offer has
+// MaxConcurrent of them. Jobs still draining on a paused node count in neither. Summed over
+// replicas, each slot counts once.
+func (f *Fleet) OpenSlots() map[string]OpenSlots {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make(map[string]OpenSlots)
+	for _, node := range f.nodes {
+		if node.remote != nil || node.Selftest || node.Paused() != "" || node.Gone() {
+			continue
+		}
+		for _, o := range node.Offers {
+			r := min(o.Running(), o.MaxConcurrent)
+			s := out[o.Model]
+			s.Busy += r
+			s.Free += o.MaxConcurrent - r
+			out[o.Model] = s
+		}
+	}
+	return out
+}
+
 // Running returns how many jobs run on the fleet now.
 func (f *Fleet) Running() int {
 	f.mu.RLock()

@@ -77,6 +77,8 @@ type Coordinator struct {
 	waits       *prometheus.HistogramVec
 	preemptions prometheus.Counter
 	resumeGap   prometheus.Histogram
+	slotTime    *prometheus.CounterVec
+	batchTime   *prometheus.CounterVec
 }
 
 // NewCoordinator makes the coordinator's metrics and registers them on r; nil r: unregistered.
@@ -144,16 +146,22 @@ func NewCoordinator(r *Registry) *Coordinator {
 			Buckets: ttftBuckets,
 		}, []string{"tier", "result"}),
 		preemptions: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "shareai_preemptions_total", Help: "Bronze jobs preempted to free a slot for a gold request.",
+			Name: "shareai_preemptions_total", Help: "Jobs preempted to free a slot: a batch line's for any live request, a bronze one's for a gold request.",
 		}),
 		resumeGap: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "shareai_preemption_gap_seconds", Help: "Time a preempted bronze answer was paused: from its node stopping to another job taking it over.",
 			Buckets: ttftBuckets,
 		}),
+		slotTime: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shareai_slot_seconds_total", Help: "Slot-time of this replica's nodes' offers while open for jobs (not paused: inside their windows), by model, busy with a job or free, in slot-seconds.",
+		}, []string{"model", "state"}),
+		batchTime: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shareai_batch_slot_seconds_total", Help: "Slot-time taken by the batch lines this replica ran, by model, in slot-seconds: part of the busy slot-time. Batches filled batch / (batch + free) of the slot-time live requests left idle.",
+		}, []string{"model"}),
 	}
 	register(r, m.requests, m.duration, m.ttft, m.tokens, m.inFlight, m.streams, m.matches, m.noProvider,
 		m.failovers, m.rateLimited, m.holdsOpen, m.holdsPlaced, m.settlements, m.spend, m.fees, m.subsidies, m.earnings,
-		m.queued, m.waits, m.preemptions, m.resumeGap)
+		m.queued, m.waits, m.preemptions, m.resumeGap, m.slotTime, m.batchTime)
 	return m
 }
 
@@ -233,6 +241,14 @@ func (m *Coordinator) Preempted() { m.preemptions.Inc() }
 
 // Resumed records how long a preempted answer was paused.
 func (m *Coordinator) Resumed(seconds float64) { m.resumeGap.Observe(seconds) }
+
+// SlotTime adds seconds of a model's slot-time: of its slots open for jobs, busy and free,
+// and of the batch jobs running (part of busy).
+func (m *Coordinator) SlotTime(model string, busy, free, batch int, seconds float64) {
+	m.slotTime.WithLabelValues(model, "busy").Add(float64(busy) * seconds)
+	m.slotTime.WithLabelValues(model, "free").Add(float64(free) * seconds)
+	m.batchTime.WithLabelValues(model).Add(float64(batch) * seconds)
+}
 
 // RateLimited counts a request refused by a key's limit: requests (per minute, or concurrent)
 // or tokens (per minute), as the 429's error type says.

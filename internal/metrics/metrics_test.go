@@ -295,3 +295,34 @@ func TestCoordinatorMetrics_CountRateLimits(t *testing.T) {
 		t.Errorf("requests_total{outcome=rate_limited} grew by %v, want 1", got)
 	}
 }
+
+// TestCoordinatorMetrics_SlotTime counts slot-time only of nodes open for jobs: with one of
+// two nodes paused (outside its windows, as its owner would), the free slot-time grows by the
+// open node's slots alone, and no batch slot-time is counted without batches.
+func TestCoordinatorMetrics_SlotTime(t *testing.T) {
+	const slots, model = 8, "sim/llama-3.1-8b"
+	env := testenv.New(t, func(c *testenv.Config) { c.Agent.MaxConcurrent = slots })
+	f := env.Coordinator().Fleet
+	env.Agents[1].Pause()
+	env.WaitFor("the node paused", func() bool { return f.OpenSlots()[model].Free == slots })
+	if got := f.OpenSlots()[model]; got.Busy != 0 || got.Free != slots {
+		t.Fatalf("open slots %+v, want %d free: the paused node's are not open", got, slots)
+	}
+
+	h := env.Coordinator().MetricsHandler()
+	before, start := families(t, h), time.Now()
+	time.Sleep(time.Second)
+	after, elapsed := families(t, h), time.Since(start).Seconds()
+	free := delta(before, after, "shareai_slot_seconds_total", "model", model, "state", "free")
+	// Sampled every 20ms: each scrape sees the counter up to a sample behind the clock, more
+	// when the machine is busy; a node counted twice, or the paused one, would be 2×.
+	if lo, hi := slots*(elapsed-0.3), slots*(elapsed+0.3); free < lo || free > hi {
+		t.Errorf("free slot-seconds grew by %.2f in %.2fs, want %d slots' worth (%.2f..%.2f)", free, elapsed, slots, lo, hi)
+	}
+	if busy := delta(before, after, "shareai_slot_seconds_total", "model", model, "state", "busy"); busy != 0 {
+		t.Errorf("busy slot-seconds grew by %v with no request running", busy)
+	}
+	if batch := delta(before, after, "shareai_batch_slot_seconds_total", "model", model); batch != 0 {
+		t.Errorf("batch slot-seconds grew by %v with no batch", batch)
+	}
+}

@@ -67,7 +67,7 @@ func Replicas(n int) Option { return func(c *Config) { c.Replicas = n } }
 // Coordinator.Fleet.TrustNewNodes to false for onboarding checks, as in production); scores
 // every 100ms (a test that sets scores itself, fleet.Node.SetScore, makes it long); no canary
 // probes in a short test (the coordinator's 10 minutes); a stop of the coordinator waits 5s
-// for answers.
+// for answers; the slot-time metrics sampled every 20ms.
 func defaults(dir string) Config {
 	var c Config
 	c.DataDir, c.Addr, c.Providers, c.Credit = dir, "127.0.0.1:0", 2, 1000*money.USD
@@ -75,6 +75,7 @@ func defaults(dir string) Config {
 	c.Agent.InputPrice, c.Agent.OutputPrice = 50_000_000, 100_000_000
 	co := &c.Coordinator
 	co.DrainTimeout = 5 * time.Second
+	co.SlotSampleEvery = 20 * time.Millisecond
 	co.Fleet.RecordInterval = 100 * time.Millisecond
 	co.Fleet.TrustNewNodes = true
 	co.Ledger.FeeBasisPoints = 500
