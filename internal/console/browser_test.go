@@ -18,6 +18,7 @@ import (
 	"github.com/shareai/shareai/internal/console"
 	"github.com/shareai/shareai/internal/engine/sim"
 	"github.com/shareai/shareai/internal/money"
+	"github.com/shareai/shareai/internal/ops"
 	"github.com/shareai/shareai/internal/store"
 	"github.com/shareai/shareai/internal/testenv"
 )
@@ -271,4 +272,82 @@ func get(t *testing.T, ctx context.Context, url string) int {
 		t.Fatal(err)
 	}
 	return status
+}
+
+// A buyer whose batch runs sees it in the list with its progress bar, clicks through to its
+// page, finds its files to download and cancels it; the pages fit a phone, in both languages.
+func TestBrowser_BuyerBatches(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives a browser")
+	}
+	clk := &testenv.Clock{}
+	clk.Set(time.Now())
+	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) { c.Coordinator.Batch.Now = clk.Now })
+	ctx := context.Background()
+	buyer := browser(t)
+	signUp(t, buyer, env.URL, "ada@example.com", "ada-labs", "buyer")
+	account := mustAccountID(t, env, "ada-labs")
+	if err := env.Store.Deposit(ctx, account, 10*money.USD, "browser-test", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	secret, _, err := ops.CreateKey(ctx, env.Store, ops.NewKey{AccountID: account, Kind: store.KeyBuyer, Name: "laptop", At: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := openai.NewClient(option.WithBaseURL(env.BaseURL()+"/"), option.WithAPIKey(secret), option.WithMaxRetries(0))
+	// Three lines answered; one of a model no node serves waits, with the runner's clock held
+	// within a minute of its start, until the batch is cancelled.
+	_, b := batchOf(t, client, batchInput(batchModel, batchModel, batchModel, batchNoModel), map[string]string{"run": "browser"})
+	clk.Freeze(clk.Now())
+	env.WaitFor("three lines answered", func() bool { return batchNow(t, env, b.ID).Counts.Completed == 3 })
+
+	row := fmt.Sprintf(`#batches tr[data-batch-id=%q]`, b.ID)
+	open(t, buyer, env.URL+"/buyer/batches", row)
+	if got := evalJS[map[string]float64](t, buyer, `(() => { const p = document.querySelector(`+fmt.Sprintf("%q", row+" progress")+`); return {value: p.value, max: p.max, width: p.getBoundingClientRect().width} })()`); got["value"] != 3 || got["max"] != 4 || got["width"] < 40 {
+		t.Errorf("the batch's progress bar %v; want 3 of 4, drawn", got)
+	}
+	if status := evalJS[string](t, buyer, `document.querySelector(`+fmt.Sprintf("%q", row+" .batch-status")+`).textContent`); status != "In progress" {
+		t.Errorf("the batch's status %q; want In progress", status)
+	}
+	shoot(t, buyer, "buyer-batches")
+
+	if err := chromedp.Do(buyer, chromedp.Click(row+" td a"), chromedp.WaitVisible("#batch-status")); err != nil {
+		t.Fatalf("click through to the batch: %v", err)
+	}
+	if path := evalJS[string](t, buyer, `location.pathname`); path != "/buyer/batches/"+b.ID {
+		t.Fatalf("the row's link opened %s; want the batch's page", path)
+	}
+	href := evalJS[string](t, buyer, `document.querySelector("#download-input").getAttribute("href")`)
+	if href != "/buyer/files/"+b.InputFileID+"/content" {
+		t.Errorf("the input's download link %q; want the input file's content", href)
+	}
+	if status := get(t, buyer, env.URL+href); status != 200 {
+		t.Errorf("the input's download: %d, want 200", status)
+	}
+	shoot(t, buyer, "buyer-batch")
+
+	// Cancel: back on the page, told so, and the runner ends it with the answers of what ran.
+	if err := chromedp.Do(buyer, chromedp.Click("#cancel-batch"), chromedp.WaitVisible(".flash")); err != nil {
+		t.Fatalf("cancel the batch: %v", err)
+	}
+	if flash := evalJS[string](t, buyer, `document.querySelector(".flash").textContent`); !strings.Contains(flash, "being cancelled") {
+		t.Errorf("flash %q after the cancel; want it saying the batch is being cancelled", flash)
+	}
+	env.WaitFor("the batch to be cancelled", func() bool { return batchNow(t, env, b.ID).Status == store.BatchCancelled })
+	open(t, buyer, env.URL+"/buyer/batches/"+b.ID, "#download-output")
+	if n := evalJS[int](t, buyer, `document.querySelectorAll("#cancel-batch").length`); n != 0 {
+		t.Errorf("a cancelled batch's page has %d cancel buttons; want none", n)
+	}
+
+	// In Persian: right to left, its status translated.
+	if err := chromedp.Do(buyer, chromedp.SetValue("#lang", "fa"), chromedp.Click("#lang-submit"), chromedp.WaitVisible(`html[lang="fa"]`)); err != nil {
+		t.Fatal(err)
+	}
+	open(t, buyer, env.URL+"/buyer/batches", row)
+	if status := evalJS[string](t, buyer, `document.querySelector(`+fmt.Sprintf("%q", row+" .batch-status")+`).textContent`); status != "لغو شد" {
+		t.Errorf("the batch's status in Persian %q; want لغو شد", status)
+	}
+	shoot(t, buyer, "buyer-batches-fa")
+	open(t, buyer, env.URL+"/buyer/batches/"+b.ID, "#batch-status")
+	shoot(t, buyer, "buyer-batch-fa")
 }

@@ -19,13 +19,18 @@ import (
 //	GET  /buyer/requests                        the request log (buyer_requests.go)
 //	GET  /buyer/requests/{id}                   one request, with its receipts
 //	GET  /buyer/requests/{id}/receipts.json     its receipts, for 'shareai receipt verify'
+//	GET  /buyer/batches                         the account's batches, with progress (buyer_batches.go)
+//	GET  /buyer/batches/{id}                    one batch: its status, times, errors and files
+//	POST /buyer/batches/{id}/cancel             cancel it, as POST /v1/batches/{id}/cancel
+//	GET  /buyer/files/{id}/content              download a file: a batch's input, output or errors
 //	GET  /buyer/splits                          the model roulette's arms compared (buyer_splits.go)
 //	GET  /buyer/playground                      try a model (buyer_playground.go)
 //	POST /buyer/playground/chat                 stream an answer
 //	GET  /models                                the models served now (market.go), any user
 //
-// Every page shows the logged-in user's account only; an id of another account's key or
-// request answers 404, as an unknown id does.
+// Every page shows the logged-in user's account only; an id of another account's key,
+// request, batch or file answers 404, as an unknown id does. The batch pages are there when
+// the console has batches (Config.Batches).
 func (c *Console) registerBuyer(mux *http.ServeMux) {
 	mux.Handle("GET /buyer", c.as(store.RoleBuyer, c.buyerOverview))
 	mux.Handle("GET /buyer/keys", c.as(store.RoleBuyer, c.buyerKeys))
@@ -34,6 +39,12 @@ func (c *Console) registerBuyer(mux *http.ServeMux) {
 	mux.Handle("GET /buyer/requests", c.as(store.RoleBuyer, c.buyerRequests))
 	mux.Handle("GET /buyer/requests/{id}", c.as(store.RoleBuyer, c.buyerRequest))
 	mux.Handle("GET /buyer/requests/{id}/receipts.json", c.as(store.RoleBuyer, c.buyerReceipts))
+	if c.cfg.Batches != nil {
+		mux.Handle("GET /buyer/batches", c.as(store.RoleBuyer, c.buyerBatches))
+		mux.Handle("GET /buyer/batches/{id}", c.as(store.RoleBuyer, c.buyerBatch))
+		mux.Handle("POST /buyer/batches/{id}/cancel", c.as(store.RoleBuyer, c.cancelBatch))
+		mux.Handle("GET /buyer/files/{id}/content", c.as(store.RoleBuyer, c.buyerFileContent))
+	}
 	mux.Handle("GET /buyer/splits", c.as(store.RoleBuyer, c.buyerSplits))
 	mux.Handle("GET /buyer/playground", c.as(store.RoleBuyer, c.playground))
 	mux.Handle("POST /buyer/playground/chat", c.as(store.RoleBuyer, c.playgroundChat))

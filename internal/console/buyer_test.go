@@ -323,7 +323,8 @@ func TestBuyer_Access(t *testing.T) {
 	env := testenv.New(t, testenv.Providers(1))
 	prov := buyerLogIn(t, env, buyerAcct(t, env), store.RoleProvider)
 	anon := &buyerUser{t: t, base: env.URL}
-	for _, path := range []string{"/buyer", "/buyer/keys", "/buyer/requests", "/buyer/playground", "/buyer/requests/req_x", "/buyer/requests/req_x/receipts.json"} {
+	for _, path := range []string{"/buyer", "/buyer/keys", "/buyer/requests", "/buyer/playground", "/buyer/requests/req_x", "/buyer/requests/req_x/receipts.json",
+		"/buyer/batches", "/buyer/batches/batch_x", "/buyer/files/file-x/content"} {
 		if status, _ := prov.get(path); status != http.StatusForbidden {
 			t.Errorf("a provider's GET %s: %d; want 403", path, status)
 		}
@@ -335,6 +336,9 @@ func TestBuyer_Access(t *testing.T) {
 	}
 	if status, _ := prov.post("/buyer/playground/chat", url.Values{"model": {"sim/llama-3.1-8b"}, "prompt": {"hi"}}); status != http.StatusForbidden {
 		t.Errorf("a provider's chat in the playground: %d; want 403", status)
+	}
+	if status, _ := prov.post("/buyer/batches/batch_x/cancel", nil); status != http.StatusForbidden {
+		t.Errorf("a provider's cancel of a batch: %d; want 403", status)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shareai/shareai/internal/batch"
 	"github.com/shareai/shareai/internal/core"
 	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/ledger"
@@ -44,6 +45,10 @@ type Config struct {
 	// Core runs the playground's chats, paid by the signed-in account: no key is made for
 	// them, and none reaches the browser. Nil: no playground.
 	Core *core.Core
+	// Batches opens the files of the buyer's batches, wherever they are kept (the database or
+	// the files directory), and cancels batches, as the Batch API does (the coordinator's
+	// batch.Batches). Nil: no batch pages.
+	Batches *batch.Batches
 	// Metrics counts the playground's chats with the API's requests; nil: counted nowhere.
 	Metrics *metrics.Coordinator
 	// Secure marks the cookies Secure: set it when the coordinator serves HTTPS.

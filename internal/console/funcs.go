@@ -122,7 +122,7 @@ func (c *Console) funcs() template.FuncMap {
 			}
 			return "", fmt.Errorf("chart: %T is not a console.Chart", v)
 		},
-		"nav":   navFor,
+		"nav":   func(p Page) []NavSection { return navFor(p, c.cfg.Batches != nil) },
 		"langs": c.i18n.Langs,
 	}
 }
@@ -150,10 +150,11 @@ type NavSection struct {
 	Items []NavItem
 }
 
-// navFor is the menu of p's user: a section per role, in the order buyer, provider, admin.
+// navFor is the menu of p's user: a section per role, in the order buyer, provider, admin;
+// the buyer's batches when the console has them (Config.Batches).
 // The item whose path is the longest prefix of the page's path is the current one, so that
 // /buyer/requests/req_1 marks Requests and /provider/nodes/n1 marks Nodes.
-func navFor(p Page) []NavSection {
+func navFor(p Page, batches bool) []NavSection {
 	u := p.User
 	if u == nil {
 		return nil
@@ -161,14 +162,17 @@ func navFor(p Page) []NavSection {
 	var out []NavSection
 	market := NavItem{Href: "/models", Key: "layout.nav.models"}
 	if u.Has(store.RoleBuyer) {
-		out = append(out, NavSection{Key: "layout.nav.buyer", Items: []NavItem{
+		items := []NavItem{
 			{Href: "/buyer", Key: "layout.nav.overview"},
 			{Href: "/buyer/keys", Key: "layout.nav.keys"},
 			{Href: "/buyer/playground", Key: "layout.nav.playground"},
 			{Href: "/buyer/requests", Key: "layout.nav.requests"},
-			{Href: "/buyer/splits", Key: "layout.nav.splits"},
-			market,
-		}})
+		}
+		if batches {
+			items = append(items, NavItem{Href: "/buyer/batches", Key: "layout.nav.batches"})
+		}
+		items = append(items, NavItem{Href: "/buyer/splits", Key: "layout.nav.splits"}, market)
+		out = append(out, NavSection{Key: "layout.nav.buyer", Items: items})
 	}
 	if u.Has(store.RoleProvider) {
 		items := []NavItem{

@@ -127,6 +127,7 @@ func TestNavFor(t *testing.T) {
 		{"visitor", nil, "/login", nil, ""},
 		{"buyer overview", &store.User{Roles: []string{store.RoleBuyer}}, "/buyer", []string{"layout.nav.buyer"}, "/buyer"},
 		{"a request", &store.User{Roles: []string{store.RoleBuyer}}, "/buyer/requests/req_1", []string{"layout.nav.buyer"}, "/buyer/requests"},
+		{"a batch", &store.User{Roles: []string{store.RoleBuyer}}, "/buyer/batches/batch_1", []string{"layout.nav.buyer"}, "/buyer/batches"},
 		{"both roles", both, "/provider/nodes/n1", []string{"layout.nav.buyer", "layout.nav.provider"}, "/provider"},
 		{"models", both, "/models", []string{"layout.nav.buyer", "layout.nav.provider"}, "/models"},
 		{"admin", &store.User{Roles: []string{store.RoleAdmin}}, "/admin/accounts", []string{"layout.nav.admin"}, "/admin/accounts"},
@@ -137,7 +138,7 @@ func TestNavFor(t *testing.T) {
 			var sections []string
 			current := ""
 			markets := 0
-			for _, s := range navFor(Page{User: tt.user, Path: tt.path}) {
+			for _, s := range navFor(Page{User: tt.user, Path: tt.path}, true) {
 				sections = append(sections, s.Key)
 				for _, it := range s.Items {
 					if it.Current {
@@ -161,6 +162,14 @@ func TestNavFor(t *testing.T) {
 				t.Errorf("/models in the menu %d times, want once", markets)
 			}
 		})
+	}
+	// A console without batches (no Config.Batches) has no menu entry for them.
+	for _, s := range navFor(Page{User: &store.User{Roles: []string{store.RoleBuyer}}, Path: "/buyer"}, false) {
+		for _, it := range s.Items {
+			if it.Href == "/buyer/batches" {
+				t.Errorf("the menu has %s, though the console has no batches", it.Href)
+			}
+		}
 	}
 }
 

@@ -45,11 +45,11 @@ import (
 //
 // New fills in the wiring of each component config, whatever it held: the store, the logger,
 // the metrics, the other components and callbacks (fleet.Config.Authenticate and Selftest,
-// gateway.Config.Reputation, console.Config.Core, Reputation and Secure). What the coordinator
-// owns for all of them (ReceiptKey, TracerProvider) it hands to the core and the gateway;
-// what one component owns and another reads (the gateway's Limits and the core's TierPrices,
-// which the console shows) is set once, in the owner's config, and wired into the reader's
-// (console.Config.KeyLimits and TierPrices).
+// gateway.Config.Reputation, console.Config.Core, Batches, Reputation and Secure). What the
+// coordinator owns for all of them (ReceiptKey, TracerProvider) it hands to the core and the
+// gateway; what one component owns and another reads (the gateway's Limits and the core's
+// TierPrices, which the console shows) is set once, in the owner's config, and wired into the
+// reader's (console.Config.KeyLimits and TierPrices).
 type Config struct {
 	Store store.Store
 	Log   *slog.Logger
@@ -233,6 +233,7 @@ func New(cfg Config) *Coordinator {
 	cc := cfg.Console
 	cc.Store, cc.Fleet, cc.Ledger, cc.Log = cfg.Store, c.Fleet, c.Ledger, cfg.Log
 	cc.Core, cc.Metrics, cc.Secure, cc.Reputation = c.Core, c.Metrics, cfg.TLS != nil, c.Prober.Explain
+	cc.Batches = c.Batches                                       // the batch pages open files and cancel batches as the Batch API does
 	cc.KeyLimits, cc.TierPrices = gc.Limits, c.Core.TierPrices() // the gateway's and the core's, which the console shows
 	web, err := console.New(cc)
 	if err != nil {
