@@ -280,3 +280,30 @@ func TestVerify_ReceiptsOfTheFirstFormat(t *testing.T) {
 		t.Errorf("a root signature taken as a receipt's: %v", err)
 	}
 }
+
+// FuzzVerify_HostileProofs: a receipt's proofs are a stranger's input; whatever they hold, Verify
+// refuses or accepts without panicking, and accepts only what was signed.
+func FuzzVerify_HostileProofs(f *testing.F) {
+	rs, saws := batchOf(3)
+	signed, err := receipt.SignBatch(nodeKey, rs)
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := receipt.Countersign(coordinatorKey, &signed[1], saws[1], "req_1", t0.Add(2*time.Second)); err != nil {
+		f.Fatal(err)
+	}
+	good, _ := json.Marshal(signed[1])
+	f.Add(good)
+	f.Add([]byte(`{"node_proof":{"index":18446744073709551615,"size":0,"path":[]}}`))
+	f.Add([]byte(`{"node_proof":{"index":3,"size":4294967296,"path":["AA=="]}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var s receipt.Signed
+		if json.Unmarshal(b, &s) != nil {
+			return
+		}
+		r, err := s.Verify(pub(coordinatorKey))
+		if err == nil && (r.JobID != "job_1" || s.RequestID != "req_1") {
+			t.Errorf("verified a receipt never signed: %+v for %s", r, s.RequestID)
+		}
+	})
+}
