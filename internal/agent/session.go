@@ -33,6 +33,9 @@ type conn struct {
 	out    chan protocol.Frame
 	done   chan struct{}
 	nodeID string // as the coordinator registered the node; set before any job starts
+	// batched says the coordinator takes receipts signed in batches (the agent's signer);
+	// otherwise each is signed alone. Set before any job starts.
+	batched bool
 
 	mu   sync.Mutex
 	jobs map[string]*job
@@ -82,7 +85,7 @@ func (a *Agent) session(ctx context.Context, offers []protocol.Offer) (registere
 	if err != nil {
 		return false, err
 	}
-	c.nodeID = reg.NodeID
+	c.nodeID, c.batched = reg.NodeID, reg.BatchedReceipts
 	a.mu.Lock()
 	a.nodeID = reg.NodeID
 	a.ws, a.conn, a.coord = ws, c, base
@@ -337,12 +340,19 @@ func (c *conn) receipt(id, model string, started time.Time, out *output, fr prot
 		out.hash.Add(*fr.Delta)
 	}
 	e := fr.End
-	s, err := receipt.Sign(c.a.key, receipt.Receipt{
+	r := receipt.Receipt{
 		JobID: id, NodeID: c.nodeID, Model: model,
 		PromptTokens: e.Usage.PromptTokens, CompletionTokens: e.Usage.CompletionTokens, UsageEstimated: e.Estimated,
 		OutputSHA256: out.hash.Sum(), OutputBytes: out.hash.Len(), FinishReason: e.FinishReason,
 		StartedAt: started, EndedAt: c.a.cfg.Now(),
-	})
+	}
+	var s receipt.Signed
+	var err error
+	if c.batched {
+		s, err = c.a.signer.Sign(r) // with the receipts of the jobs that end meanwhile
+	} else {
+		s, err = receipt.Sign(c.a.key, r)
+	}
 	var b []byte
 	if err == nil {
 		b, err = json.Marshal(s)

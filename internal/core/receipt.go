@@ -77,7 +77,7 @@ const maxNotaryBatch = 256
 // Receipts queued and not yet stored are lost in a crash, with the bills queued after them
 // (whose holds the next start recovers): receipts are a record for buyers, not money.
 type notary struct {
-	key    ed25519.PrivateKey
+	signer *receipt.Countersigner
 	store  store.Store
 	settle func(*ledger.Bill, *store.Usage) // the ledger's SettleLater
 	log    *slog.Logger
@@ -90,7 +90,11 @@ type notary struct {
 }
 
 func newNotary(key ed25519.PrivateKey, st store.Store, settle func(*ledger.Bill, *store.Usage), log *slog.Logger, now func() time.Time) *notary {
-	n := &notary{key: key, store: st, settle: settle, log: log, now: now,
+	signer, err := receipt.NewCountersigner(key)
+	if err != nil {
+		panic(err) // New made or checked the key
+	}
+	n := &notary{signer: signer, store: st, settle: settle, log: log, now: now,
 		in: make(chan *notarized, 4*maxNotaryBatch), done: make(chan struct{})}
 	go n.run()
 	return n
@@ -143,23 +147,49 @@ func (n *notary) run() {
 	}
 }
 
-// commit countersigns and stores a batch of requests' receipts in one transaction, then queues
-// their bills.
+// commit countersigns a batch of requests' receipts under one signature, stores them in one
+// transaction, then queues the requests' bills.
 func (n *notary) commit(batch []*notarized) {
-	var rs []*store.Receipt
+	type job struct {
+		item *notarized
+		cs   *receipt.Countersigning
+	}
+	var jobs []job
+	var cs []*receipt.Countersigning
 	for _, item := range batch {
 		for _, j := range item.jobs {
-			rec, err := n.countersign(item.requestID, j)
-			if err != nil {
-				n.log.Warn("node's receipt refused: not countersigned", logRequestID, item.requestID, logNode, j.saw.NodeID,
-					"job", j.saw.JobID, "err", err)
-				if item.bill != nil && !slices.Contains(item.bill.Settlement.Flagged, j.saw.NodeID) {
-					item.bill.Settlement.Flagged = append(item.bill.Settlement.Flagged, j.saw.NodeID)
-				}
-				continue
+			c := &receipt.Countersigning{Signed: new(receipt.Signed), Saw: j.saw, RequestID: item.requestID}
+			if err := json.Unmarshal(j.signed, c.Signed); err != nil {
+				c.Err = fmt.Errorf("not a signed receipt: %w", err)
+			} else {
+				cs = append(cs, c)
 			}
-			rs = append(rs, rec)
+			jobs = append(jobs, job{item, c})
 		}
+	}
+	if err := n.signer.Countersign(cs, n.now()); err != nil {
+		n.log.Error("countersign receipts", "receipts", len(cs), "err", err)
+		for _, c := range cs {
+			c.Err = err
+		}
+	}
+	var rs []*store.Receipt
+	for _, j := range jobs {
+		item, c := j.item, j.cs
+		if c.Err != nil {
+			n.log.Warn("node's receipt refused: not countersigned", logRequestID, item.requestID, logNode, c.Saw.NodeID,
+				"job", c.Saw.JobID, "err", c.Err)
+			if item.bill != nil && !slices.Contains(item.bill.Settlement.Flagged, c.Saw.NodeID) {
+				item.bill.Settlement.Flagged = append(item.bill.Settlement.Flagged, c.Saw.NodeID)
+			}
+			continue
+		}
+		b, err := json.Marshal(c.Signed)
+		if err != nil {
+			n.log.Error("encode receipt", logRequestID, item.requestID, "job", c.Saw.JobID, "err", err)
+			continue
+		}
+		rs = append(rs, &store.Receipt{RequestID: item.requestID, JobID: c.Saw.JobID, NodeID: c.Saw.NodeID, Signed: b, CreatedAt: c.Saw.Sent})
 	}
 	if err := n.store.InsertReceipts(context.Background(), rs); err != nil {
 		n.log.Error("store receipts", "receipts", len(rs), "err", err)
@@ -169,21 +199,4 @@ func (n *notary) commit(batch []*notarized) {
 			n.settle(item.bill, item.usage)
 		}
 	}
-}
-
-// countersign checks a node's receipt against what the coordinator saw and countersigns it for
-// the request.
-func (n *notary) countersign(requestID string, j jobReceipt) (*store.Receipt, error) {
-	var s receipt.Signed
-	if err := json.Unmarshal(j.signed, &s); err != nil {
-		return nil, fmt.Errorf("not a signed receipt: %w", err)
-	}
-	if err := receipt.Countersign(n.key, &s, j.saw, requestID, n.now()); err != nil {
-		return nil, err
-	}
-	b, err := json.Marshal(&s)
-	if err != nil {
-		return nil, fmt.Errorf("encode receipt: %w", err)
-	}
-	return &store.Receipt{RequestID: requestID, JobID: j.saw.JobID, NodeID: j.saw.NodeID, Signed: b, CreatedAt: j.saw.Sent}, nil
 }

@@ -183,7 +183,7 @@ func (s *session) run(ctx context.Context, accountID string) error {
 	// Registered goes out only now that the node is in the fleet, so a request that follows the
 	// agent's readiness finds the node. Jobs dispatched meanwhile wait in s.out for the writer.
 	err = s.writeFrame(ctx, protocol.Frame{Type: protocol.TypeRegistered, Registered: &protocol.Registered{
-		NodeID: node.ID, HeartbeatInterval: s.fleet.cfg.HeartbeatInterval.Milliseconds(),
+		NodeID: node.ID, HeartbeatInterval: s.fleet.cfg.HeartbeatInterval.Milliseconds(), BatchedReceipts: true,
 	}})
 	if err != nil {
 		s.close(err)

@@ -256,3 +256,44 @@ func TestReceipts_Shape(t *testing.T) {
 		}
 	}
 }
+
+// Requests that end together have their receipts signed in batches, by the node and by the
+// coordinator: each receipt still verifies on its own, with its proofs, against the
+// coordinator's key.
+func TestReceipts_Batched(t *testing.T) {
+	env := testenv.New(t, testenv.Providers(1))
+	client := env.Client()
+	key := receiptKey(t, env)
+	const n = 40
+	ids := make([]string, n)
+	done := make(chan error, n)
+	for i := range n {
+		go func() {
+			var resp *http.Response
+			_, err := client.Chat.Completions.New(context.Background(), chatParams("Sign with the others.", 5), option.WithResponseInto(&resp))
+			if err == nil {
+				ids[i] = resp.Header.Get(gateway.HeaderRequestID)
+			}
+			done <- err
+		}()
+	}
+	for range n {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodeSigs, coordinatorSigs := map[string]bool{}, map[string]bool{}
+	for _, id := range ids {
+		billed(t, env, id) // settled: its receipts are stored
+		signed, rs := verifiedReceipts(t, env, id, key)
+		if len(rs) != 1 {
+			t.Fatalf("%s: %d receipts, want 1", id, len(rs))
+		}
+		s := signed[0]
+		if s.NodeProof == nil || s.CoordinatorProof == nil || s.RequestID != id {
+			t.Fatalf("%s: receipt with node proof %v, coordinator proof %v, request %s; want both proofs", id, s.NodeProof, s.CoordinatorProof, s.RequestID)
+		}
+		nodeSigs[string(s.NodeSignature)], coordinatorSigs[string(s.CoordinatorSignature)] = true, true
+	}
+	t.Logf("%d receipts under %d node signatures and %d coordinator signatures", n, len(nodeSigs), len(coordinatorSigs))
+}

@@ -64,6 +64,11 @@
 //     before it take all the time. A coordinator refuses a node whose schedule it cannot read.
 //   - Version 1, 2026-12-02 (also): offers may refuse batch work (Offer.NoBatch). Optional: an offer
 //     without it takes batch lines.
+//   - Version 1, 2026-12-02 (later): a coordinator that verifies receipts signed in batches (a
+//     Merkle root signed once, each receipt with its inclusion proof: receipt.Signer) says so in
+//     Registered.BatchedReceipts; only then does an agent sign so. Agents before it, and agents
+//     registered with coordinators before it, sign each receipt alone, which every coordinator
+//     takes.
 package protocol
 
 import (
@@ -270,6 +275,9 @@ type AskWindow struct {
 type Registered struct {
 	NodeID            string `json:"node_id"`
 	HeartbeatInterval int64  `json:"heartbeat_interval_ms"`
+	// BatchedReceipts says the coordinator verifies receipts signed in batches (with a proof):
+	// the node may sign its jobs' receipts so. Absent: it signs each alone.
+	BatchedReceipts bool `json:"batched_receipts,omitempty"`
 }
 
 // Heartbeat tells the coordinator the node is alive.

@@ -10,8 +10,12 @@
 // even one that means the same JSON, breaks the node's signature.
 //
 // Both signatures are ed25519 over messages that begin with a domain string naming what is
-// signed ("shareai-receipt-v1\n", "shareai-receipt-countersign-v1\n"), so that a signature
-// made for one purpose is never valid for another.
+// signed, so that a signature made for one purpose is never valid for another. They are made
+// in batches (merkle.go): a signer signs the root of a Merkle tree over a batch's receipts
+// once, and each receipt carries its leaf's inclusion proof (NodeProof, CoordinatorProof). A
+// receipt without a proof is of the first format, signed alone ("shareai-receipt-v1\n",
+// "shareai-receipt-countersign-v1\n"): agents older than batches sign so, and receipts
+// stored before them were countersigned so; both still verify.
 //
 // This package imports only the standard library and internal/protocol.
 package receipt
@@ -88,13 +92,19 @@ type Signed struct {
 	Receipt       json.RawMessage   `json:"receipt"`
 	NodeKey       ed25519.PublicKey `json:"node_key"`
 	NodeSignature []byte            `json:"node_signature"`
+	// NodeProof places the receipt in the batch whose root NodeSignature signs; nil for a
+	// receipt the node signed alone (NodeSignature is then over the receipt itself).
+	NodeProof *Proof `json:"node_proof,omitempty"`
 
 	// RequestID is the buyer's request the job served. The node never learns it: the
 	// coordinator adds it when it countersigns.
 	RequestID            string            `json:"request_id,omitempty"`
 	CoordinatorKey       ed25519.PublicKey `json:"coordinator_key,omitempty"`
 	CoordinatorSignature []byte            `json:"coordinator_signature,omitempty"`
-	CountersignedAt      time.Time         `json:"countersigned_at,omitzero"`
+	// CoordinatorProof places the receipt in the batch whose root CoordinatorSignature signs;
+	// nil for one countersigned alone.
+	CoordinatorProof *Proof    `json:"coordinator_proof,omitempty"`
+	CountersignedAt  time.Time `json:"countersigned_at,omitzero"`
 }
 
 // UnmarshalJSON decodes a signed receipt as MarshalJSON encodes it, naming the field that is
@@ -104,9 +114,11 @@ func (s *Signed) UnmarshalJSON(b []byte) error {
 		Receipt              json.RawMessage `json:"receipt"`
 		NodeKey              string          `json:"node_key"`
 		NodeSignature        string          `json:"node_signature"`
+		NodeProof            *Proof          `json:"node_proof"`
 		RequestID            string          `json:"request_id"`
 		CoordinatorKey       string          `json:"coordinator_key"`
 		CoordinatorSignature string          `json:"coordinator_signature"`
+		CoordinatorProof     *Proof          `json:"coordinator_proof"`
 		CountersignedAt      time.Time       `json:"countersigned_at"`
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
@@ -127,9 +139,11 @@ func (s *Signed) UnmarshalJSON(b []byte) error {
 		Receipt:              w.Receipt,
 		NodeKey:              decode("node_key", w.NodeKey),
 		NodeSignature:        decode("node_signature", w.NodeSignature),
+		NodeProof:            w.NodeProof,
 		RequestID:            w.RequestID,
 		CoordinatorKey:       decode("coordinator_key", w.CoordinatorKey),
 		CoordinatorSignature: decode("coordinator_signature", w.CoordinatorSignature),
+		CoordinatorProof:     w.CoordinatorProof,
 		CountersignedAt:      w.CountersignedAt,
 	}
 	return errors.Join(errs...)

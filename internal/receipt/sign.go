@@ -19,27 +19,28 @@ var (
 	ErrCoordinatorSignature = errors.New("the coordinator's signature does not match: the receipt, its node signature, request_id or countersigned_at was changed after the coordinator signed them")
 )
 
-// The domain strings that begin the signed messages.
+// The domain strings that begin the signed messages: of a receipt signed alone (the first
+// format), and of a batch's leaves and root.
 const (
-	nodeDomain        = "shareai-receipt-v1\n"
-	coordinatorDomain = "shareai-receipt-countersign-v1\n"
+	nodeDomain            = "shareai-receipt-v1\n"
+	coordinatorDomain     = "shareai-receipt-countersign-v1\n"
+	nodeLeafDomain        = "shareai-receipt-leaf-v2\n"
+	nodeRootDomain        = "shareai-receipt-root-v2\n"
+	coordinatorLeafDomain = "shareai-receipt-countersign-leaf-v2\n"
+	coordinatorRootDomain = "shareai-receipt-countersign-root-v2\n"
 )
 
-// Sign signs a node's receipt with the node's key. It sets the receipt's version, and its times
-// to UTC to the millisecond, and refuses a receipt that lacks a field or contradicts itself.
+// Sign signs a node's receipt alone with the node's key, in the first format (no proof): what
+// a node sends a coordinator that does not verify batches. It sets the receipt's version, and
+// its times to UTC to the millisecond, and refuses a receipt that lacks a field or
+// contradicts itself. A [Signer] signs receipts in batches.
 func Sign(key ed25519.PrivateKey, r Receipt) (Signed, error) {
 	if len(key) != ed25519.PrivateKeySize {
 		return Signed{}, fmt.Errorf("sign receipt: a %d-byte key is not an ed25519 private key", len(key))
 	}
-	r.Version = Version
-	r.StartedAt = r.StartedAt.UTC().Truncate(time.Millisecond)
-	r.EndedAt = r.EndedAt.UTC().Truncate(time.Millisecond)
-	if err := r.validate(); err != nil {
-		return Signed{}, fmt.Errorf("sign receipt: %w", err)
-	}
-	b, err := json.Marshal(r) // compact, as verifiers compact it
+	b, err := encode(r)
 	if err != nil {
-		return Signed{}, fmt.Errorf("sign receipt: %w", err)
+		return Signed{}, err
 	}
 	return Signed{
 		Receipt:       b,
@@ -48,40 +49,43 @@ func Sign(key ed25519.PrivateKey, r Receipt) (Signed, error) {
 	}, nil
 }
 
-// Countersign checks the node's receipt in s (its signature, then its claim against what the
-// coordinator saw of the job) and signs it with the coordinator's key for the buyer's request.
-// A claim that differs from what the coordinator saw is refused with *MismatchErrors, one for
-// each field that differs. s is changed only when Countersign succeeds.
-func Countersign(key ed25519.PrivateKey, s *Signed, saw Expected, requestID string, now time.Time) error {
-	switch {
-	case len(key) != ed25519.PrivateKeySize:
-		return fmt.Errorf("countersign: a %d-byte key is not an ed25519 private key", len(key))
-	case requestID == "":
-		return errors.New("countersign: no request id")
-	case now.IsZero():
-		return errors.New("countersign: no time")
+// encode is the compact JSON a node signs of its receipt: its version set, its times in UTC
+// to the millisecond, checked.
+func encode(r Receipt) ([]byte, error) {
+	r.Version = Version
+	r.StartedAt = r.StartedAt.UTC().Truncate(time.Millisecond)
+	r.EndedAt = r.EndedAt.UTC().Truncate(time.Millisecond)
+	if err := r.validate(); err != nil {
+		return nil, fmt.Errorf("sign receipt: %w", err)
 	}
-	r, msg, err := s.verifyNode()
+	b, err := json.Marshal(r) // compact, as verifiers compact it
 	if err != nil {
-		return fmt.Errorf("countersign: %w", err)
+		return nil, fmt.Errorf("sign receipt: %w", err)
 	}
-	if err := saw.check(r, s.NodeKey); err != nil {
-		return fmt.Errorf("countersign job %s: %w", saw.JobID, err)
+	return b, nil
+}
+
+// Countersign checks the node's receipt in s (its signature, then its claim against what the
+// coordinator saw of the job) and signs it with the coordinator's key for the buyer's request:
+// a batch of one of a [Countersigner]. A claim that differs from what the coordinator saw is
+// refused with *MismatchErrors, one for each field that differs. s is changed only when
+// Countersign succeeds.
+func Countersign(key ed25519.PrivateKey, s *Signed, saw Expected, requestID string, now time.Time) error {
+	c, err := NewCountersigner(key)
+	if err != nil {
+		return err
 	}
-	c := *s
-	c.Receipt = msg
-	c.RequestID = requestID
-	c.CoordinatorKey = key.Public().(ed25519.PublicKey)
-	c.CountersignedAt = now.UTC().Truncate(time.Millisecond)
-	c.CoordinatorSignature = ed25519.Sign(key, coordinatorMessage(msg, &c))
-	*s = c
-	return nil
+	one := &Countersigning{Signed: s, Saw: saw, RequestID: requestID}
+	if err := c.Countersign([]*Countersigning{one}, now); err != nil {
+		return err
+	}
+	return one.Err
 }
 
 // VerifyNode checks the node's signature and returns the receipt it signed. It checks nothing
 // of the coordinator's part.
 func (s *Signed) VerifyNode() (Receipt, error) {
-	r, _, err := s.verifyNode()
+	r, _, err := s.verifyNode(ed25519.Verify)
 	return r, err
 }
 
@@ -89,7 +93,7 @@ func (s *Signed) VerifyNode() (Receipt, error) {
 // receipt. trusted is the coordinator key to trust; with nil, the key the receipt names is
 // taken as it is, which proves only that whoever holds that key countersigned it.
 func (s *Signed) Verify(trusted ed25519.PublicKey) (Receipt, error) {
-	r, msg, err := s.verifyNode()
+	r, msg, err := s.verifyNode(ed25519.Verify)
 	if err != nil {
 		return Receipt{}, err
 	}
@@ -106,7 +110,16 @@ func (s *Signed) Verify(trusted ed25519.PublicKey) (Receipt, error) {
 		return Receipt{}, errors.New("the countersigned receipt has no countersigned_at")
 	case trusted != nil && !trusted.Equal(s.CoordinatorKey):
 		return Receipt{}, fmt.Errorf("%w: it names key %s", ErrUntrustedCoordinator, keyPrefix(s.CoordinatorKey))
-	case !ed25519.Verify(s.CoordinatorKey, coordinatorMessage(msg, s), s.CoordinatorSignature):
+	}
+	signed := coordinatorMessage(coordinatorDomain, msg, s)
+	if p := s.CoordinatorProof; p != nil {
+		root, err := p.rootFrom(leafHash([]byte(coordinatorLeafDomain), coordinatorMessage("", msg, s)))
+		if err != nil {
+			return Receipt{}, fmt.Errorf("%w: coordinator_proof: %w", ErrCoordinatorSignature, err)
+		}
+		signed = rootMessage(coordinatorRootDomain, root)
+	}
+	if !ed25519.Verify(s.CoordinatorKey, signed, s.CoordinatorSignature) {
 		return Receipt{}, ErrCoordinatorSignature
 	}
 	return r, nil
@@ -121,8 +134,9 @@ func keyPrefix(k ed25519.PublicKey) string {
 	return s
 }
 
-// verifyNode checks the node's signature and returns the receipt and the bytes it signed.
-func (s *Signed) verifyNode() (Receipt, []byte, error) {
+// verifyNode checks the node's signature with verify (ed25519.Verify, or a Countersigner's,
+// which remembers the batches it verified) and returns the receipt and its compact JSON.
+func (s *Signed) verifyNode(verify func(ed25519.PublicKey, []byte, []byte) bool) (Receipt, []byte, error) {
 	if len(s.NodeKey) != ed25519.PublicKeySize {
 		return Receipt{}, nil, fmt.Errorf("node_key is %d bytes; an ed25519 public key is %d", len(s.NodeKey), ed25519.PublicKeySize)
 	}
@@ -135,7 +149,15 @@ func (s *Signed) verifyNode() (Receipt, []byte, error) {
 		return Receipt{}, nil, fmt.Errorf("the receipt is not JSON: %w", err)
 	}
 	msg := buf.Bytes()
-	if !ed25519.Verify(s.NodeKey, nodeMessage(msg), s.NodeSignature) {
+	signed := nodeMessage(msg)
+	if s.NodeProof != nil {
+		root, err := s.NodeProof.rootFrom(leafHash([]byte(nodeLeafDomain), msg))
+		if err != nil {
+			return Receipt{}, nil, fmt.Errorf("%w: node_proof: %w", ErrNodeSignature, err)
+		}
+		signed = rootMessage(nodeRootDomain, root)
+	}
+	if !verify(s.NodeKey, signed, s.NodeSignature) {
 		return Receipt{}, nil, ErrNodeSignature
 	}
 	r, err := decode(msg)
@@ -174,11 +196,18 @@ func nodeMessage(receipt []byte) []byte {
 	return append([]byte(nodeDomain), receipt...)
 }
 
-// coordinatorMessage is what the coordinator signs: its domain string; then the receipt's
-// compact JSON, the node's key, the node's signature and the request id, each after its length
-// (big-endian uint64); then countersigned_at in nanoseconds since 1970 UTC (big-endian int64).
-func coordinatorMessage(receipt []byte, s *Signed) []byte {
-	m := []byte(coordinatorDomain)
+// rootMessage is what a signer signs of a batch: its domain string, then the tree's root.
+func rootMessage(domain string, root digest) []byte {
+	return append([]byte(domain), root[:]...)
+}
+
+// coordinatorMessage is what the coordinator vouches for: domain (for a receipt countersigned
+// alone; "" for a batch's leaf, whose hash has a domain of its own); then the receipt's compact
+// JSON, the node's key, the node's signature and the request id, each after its length
+// (big-endian uint64); then countersigned_at, its seconds since 1970 UTC (big-endian uint64)
+// and nanoseconds (big-endian uint32).
+func coordinatorMessage(domain string, receipt []byte, s *Signed) []byte {
+	m := []byte(domain)
 	for _, f := range [][]byte{receipt, s.NodeKey, s.NodeSignature, []byte(s.RequestID)} {
 		m = binary.BigEndian.AppendUint64(m, uint64(len(f)))
 		m = append(m, f...)
