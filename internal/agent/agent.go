@@ -27,7 +27,6 @@ import (
 	"github.com/shareai/shareai/internal/metrics"
 	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/protocol"
-	"github.com/shareai/shareai/internal/receipt"
 	"github.com/shareai/shareai/internal/tracing"
 )
 
@@ -114,14 +113,12 @@ const DefaultDrain = 10 * time.Minute
 
 // Agent is a running provider agent.
 type Agent struct {
-	cfg Config
-	log *slog.Logger
-	key ed25519.PrivateKey
-	// signer signs jobs' receipts in batches, for a coordinator that takes them so.
-	signer *receipt.Signer
-	urls   []string // the coordinators' connect URLs, tried in turn
-	bases  []string // their base URLs, as configured
-	next   int      // the index in urls of the next dial; only Run's goroutine uses it
+	cfg   Config
+	log   *slog.Logger
+	key   ed25519.PrivateKey
+	urls  []string // the coordinators' connect URLs, tried in turn
+	bases []string // their base URLs, as configured
+	next  int      // the index in urls of the next dial; only Run's goroutine uses it
 
 	mu      sync.Mutex
 	nodeID  string
@@ -203,11 +200,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.NewRegistry()
 	}
-	signer, err := receipt.NewSigner(key)
-	if err != nil {
-		return nil, err
-	}
-	a := &Agent{cfg: cfg, log: cfg.Log, key: key, signer: signer, urls: urls, bases: bases, ready: make(chan struct{}), kick: make(chan struct{}, 1)}
+	a := &Agent{cfg: cfg, log: cfg.Log, key: key, urls: urls, bases: bases, ready: make(chan struct{}), kick: make(chan struct{}, 1)}
 	a.tracer, a.tracing = tracing.Tracer(cfg.TracerProvider, "github.com/shareai/shareai/internal/agent"), tracing.Enabled(cfg.TracerProvider)
 	a.metrics = metrics.NewAgent(cfg.Metrics, metrics.AgentView{
 		Running: a.Running, Paused: a.Paused, GPUs: cfg.Hardware.GPUs,

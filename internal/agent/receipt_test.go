@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -92,7 +93,7 @@ func TestRun_SignsReceipt(t *testing.T) {
 				go func() { <-s.waiting; cancel(nil) }()
 			}
 			started := time.Now()
-			end := c.run(ctx, "job_1", &job{cancel: cancel, credit: make(chan int, 4)}, req, started)
+			end, _ := c.run(ctx, "job_1", &job{cancel: cancel, credit: make(chan int, 4)}, req, started)
 			cancel(nil)
 
 			var h receipt.Hasher
@@ -130,5 +131,49 @@ func TestRun_SignsReceipt(t *testing.T) {
 				t.Errorf("receipt's job ran from %v to %v; it started at %v", r.StartedAt, r.EndedAt, started)
 			}
 		})
+	}
+}
+
+// To a coordinator that takes batched receipts, a job's end frame says its receipt follows,
+// and the receipts of jobs that end together come after their ends, in receipt frames, under
+// one signature, each verifying on its own.
+func TestSignReceipts_Batches(t *testing.T) {
+	a := &Agent{cfg: Config{Now: time.Now}, log: slog.New(slog.DiscardHandler), key: testKey}
+	c := &conn{a: a, out: make(chan protocol.Frame, 64), done: make(chan struct{}), nodeID: "node_test",
+		batched: true, receipts: make(chan pendingReceipt, receipt.MaxBatch)}
+	var h receipt.Hasher
+	h.Add(protocol.Delta{Text: "Hi"})
+	now := time.Now()
+	const n = 5
+	for i := range n {
+		id := fmt.Sprintf("job_%d", i)
+		c.receipts <- pendingReceipt{id, receipt.Receipt{JobID: id, NodeID: "node_test", Model: "m", OutputSHA256: h.Sum(), OutputBytes: h.Len(),
+			StartedAt: now, EndedAt: now}}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- c.signReceipts(ctx) }()
+	sigs := map[string]bool{}
+	for i := range n {
+		fr := <-c.out
+		if fr.Type != protocol.TypeReceipt || fr.Job != fmt.Sprintf("job_%d", i) {
+			t.Fatalf("frame %d: %s for %s; want job_%d's receipt", i, fr.Type, fr.Job, i)
+		}
+		var s receipt.Signed
+		if err := json.Unmarshal(fr.Receipt, &s); err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.VerifyNode()
+		if err != nil || r.JobID != fr.Job || s.NodeProof == nil || s.NodeProof.Size != n {
+			t.Fatalf("receipt of %s: %+v, proof %+v, %v; want it verified in a batch of %d", fr.Job, r, s.NodeProof, err, n)
+		}
+		sigs[string(s.NodeSignature)] = true
+	}
+	if len(sigs) != 1 {
+		t.Errorf("%d signatures for %d receipts that came together; want 1", len(sigs), n)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

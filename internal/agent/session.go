@@ -33,9 +33,10 @@ type conn struct {
 	out    chan protocol.Frame
 	done   chan struct{}
 	nodeID string // as the coordinator registered the node; set before any job starts
-	// batched says the coordinator takes receipts signed in batches (the agent's signer);
-	// otherwise each is signed alone. Set before any job starts.
-	batched bool
+	// batched says the coordinator takes receipts signed in batches, after the end frames
+	// (receipts); otherwise each is signed alone, in its end frame. Set before any job starts.
+	batched  bool
+	receipts chan pendingReceipt // the jobs' receipts to sign in batches, when batched
 
 	mu   sync.Mutex
 	jobs map[string]*job
@@ -86,6 +87,7 @@ func (a *Agent) session(ctx context.Context, offers []protocol.Offer) (registere
 		return false, err
 	}
 	c.nodeID, c.batched = reg.NodeID, reg.BatchedReceipts
+	c.receipts = make(chan pendingReceipt, receipt.MaxBatch)
 	a.mu.Lock()
 	a.nodeID = reg.NodeID
 	a.ws, a.conn, a.coord = ws, c, base
@@ -103,6 +105,9 @@ func (a *Agent) session(ctx context.Context, offers []protocol.Offer) (registere
 	g.Go(func() error { return c.readLoop(gctx, wsctx) })
 	g.Go(func() error { return c.writeLoop(gctx, wsctx) })
 	g.Go(func() error { return c.heartbeat(gctx, time.Duration(reg.HeartbeatInterval)*time.Millisecond) })
+	if c.batched {
+		g.Go(func() error { return c.signReceipts(gctx) })
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		if ctx.Err() != nil {
@@ -278,7 +283,7 @@ func (c *conn) start(ctx context.Context, id string, req *protocol.Request) {
 
 	started := c.a.cfg.Now()
 	go func() {
-		end := c.run(jctx, id, j, req, started)
+		end, rec := c.run(jctx, id, j, req, started)
 		cancel(nil)
 		c.mu.Lock()
 		delete(c.jobs, id)
@@ -287,21 +292,29 @@ func (c *conn) start(ctx context.Context, id string, req *protocol.Request) {
 		c.a.mu.Lock()
 		c.a.running--
 		c.a.mu.Unlock()
-		c.send(end)
+		if c.send(end) == nil && rec != nil {
+			c.receipts <- pendingReceipt{id, *rec} // after its end frame: the coordinator waits for it
+		}
 	}()
 }
 
 // run runs a job on the engine and returns its end frame, which carries the last piece of the
-// answer not sent yet and the node's signed receipt of the job.
-func (c *conn) run(ctx context.Context, id string, j *job, req *protocol.Request, started time.Time) (fr protocol.Frame) {
+// answer not sent yet and the node's receipt of the job: signed alone in it, or, to a
+// coordinator that takes batches, to sign in a batch after it (rec).
+func (c *conn) run(ctx context.Context, id string, j *job, req *protocol.Request, started time.Time) (fr protocol.Frame, rec *receipt.Receipt) {
 	ctx, span := c.a.startJob(ctx, id, req)
 	defer func() { endJob(span, fr.End) }()
 	began := time.Now() // for the metrics: the wall clock, whatever cfg.Now says
 	out := &output{c: c, ctx: ctx, id: id, grants: j.credit, credit: protocol.Window}
 	fr = c.runEngine(ctx, id, req, out)
-	fr.End.Receipt = c.receipt(id, req.Model, started, out, fr)
+	r := c.receipt(id, req.Model, started, out, fr)
+	if c.batched {
+		fr.End.ReceiptFollows, rec = true, &r
+	} else {
+		fr.End.Receipt = c.signAlone(id, r)
+	}
 	c.a.metrics.JobEnded(jobMetrics(req.Model, began, out.first, time.Now(), fr.End))
-	return fr
+	return fr, rec
 }
 
 // jobMetrics is what the metrics record of a job that ran from started to ended, its engine's
@@ -332,36 +345,99 @@ func (c *conn) offeredModel(model string) string {
 	return ""
 }
 
-// receipt signs the node's receipt of a job that ends with fr: its usage as the end frame
-// reports it, the hash of every delta sent (the end frame's too), and its times. It returns
-// the receipt's JSON, or nil if it cannot be signed (logged: the job's end goes without it).
-func (c *conn) receipt(id, model string, started time.Time, out *output, fr protocol.Frame) json.RawMessage {
+// receipt is the node's receipt of a job that ends with fr: its usage as the end frame reports
+// it, the hash of every delta sent (the end frame's too), and its times.
+func (c *conn) receipt(id, model string, started time.Time, out *output, fr protocol.Frame) receipt.Receipt {
 	if fr.Delta != nil {
 		out.hash.Add(*fr.Delta)
 	}
 	e := fr.End
-	r := receipt.Receipt{
+	return receipt.Receipt{
 		JobID: id, NodeID: c.nodeID, Model: model,
 		PromptTokens: e.Usage.PromptTokens, CompletionTokens: e.Usage.CompletionTokens, UsageEstimated: e.Estimated,
 		OutputSHA256: out.hash.Sum(), OutputBytes: out.hash.Len(), FinishReason: e.FinishReason,
 		StartedAt: started, EndedAt: c.a.cfg.Now(),
 	}
-	var s receipt.Signed
-	var err error
-	if c.batched {
-		s, err = c.a.signer.Sign(r) // with the receipts of the jobs that end meanwhile
-	} else {
-		s, err = receipt.Sign(c.a.key, r)
-	}
+}
+
+// signAlone signs a job's receipt alone and returns its JSON, or nil if it cannot be signed
+// (logged: the job's end goes without it).
+func (c *conn) signAlone(id string, r receipt.Receipt) json.RawMessage {
+	s, err := receipt.Sign(c.a.key, r)
 	var b []byte
 	if err == nil {
 		b, err = json.Marshal(s)
 	}
 	if err != nil {
-		c.a.log.Warn("job's receipt not signed", logJob, id, logModel, model, "err", err)
+		c.a.log.Warn("job's receipt not signed", logJob, id, logModel, r.Model, "err", err)
 		return nil
 	}
 	return b
+}
+
+// pendingReceipt is a job's receipt waiting to be signed in a batch.
+type pendingReceipt struct {
+	job string
+	r   receipt.Receipt
+}
+
+// receiptLinger is how long the first receipt of a batch waits for others: the jobs' answers
+// have ended already, and only their bills wait for the receipts, so one signature covers the
+// receipts of every job that ends within it.
+const receiptLinger = 2 * time.Millisecond
+
+// signReceipts signs the jobs' receipts in batches, those that come within receiptLinger of
+// the first, and sends each in a receipt frame, until ctx is done. Receipts not sent when the
+// connection goes are lost: their requests are billed without them.
+func (c *conn) signReceipts(ctx context.Context) error {
+	batch := make([]pendingReceipt, 0, receipt.MaxBatch)
+	linger := time.NewTimer(0)
+	<-linger.C
+	for {
+		select {
+		case p := <-c.receipts:
+			batch = append(batch[:0], p)
+		case <-ctx.Done():
+			return nil
+		}
+		linger.Reset(receiptLinger)
+	collect:
+		for len(batch) < receipt.MaxBatch {
+			select {
+			case p := <-c.receipts:
+				batch = append(batch, p)
+			case <-linger.C:
+				break collect
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		if !linger.Stop() {
+			select {
+			case <-linger.C:
+			default:
+			}
+		}
+		rs := make([]receipt.Receipt, len(batch))
+		for i, p := range batch {
+			rs[i] = p.r
+		}
+		signed, errs := receipt.SignBatch(c.a.key, rs)
+		for i, p := range batch {
+			b, err := errs[i], error(nil)
+			var js []byte
+			if b == nil {
+				js, err = json.Marshal(&signed[i])
+			}
+			if err = errors.Join(b, err); err != nil {
+				c.a.log.Warn("job's receipt not signed", logJob, p.job, logModel, p.r.Model, "err", err)
+				continue
+			}
+			if c.send(protocol.Frame{Type: protocol.TypeReceipt, Job: p.job, Receipt: js}) != nil {
+				return nil
+			}
+		}
+	}
 }
 
 // runEngine runs a job on the engine and returns its end frame.

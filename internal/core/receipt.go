@@ -12,6 +12,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/shareai/shareai/internal/fleet"
 	"github.com/shareai/shareai/internal/ledger"
 	"github.com/shareai/shareai/internal/receipt"
 	"github.com/shareai/shareai/internal/store"
@@ -33,7 +34,9 @@ func (c *Core) keepReceipts(ctx context.Context, r *Request, bill *ledger.Bill) 
 	var jobs []jobReceipt
 	for _, j := range r.ran {
 		if signed, saw, ok := j.Receipt(); ok {
-			jobs = append(jobs, jobReceipt{signed, saw})
+			jobs = append(jobs, jobReceipt{signed: signed, saw: saw})
+		} else if j.ReceiptPending() {
+			jobs = append(jobs, jobReceipt{job: j})
 		}
 	}
 	if len(jobs) == 0 {
@@ -46,8 +49,10 @@ func (c *Core) keepReceipts(ctx context.Context, r *Request, bill *ledger.Bill) 
 	c.notary.queue(&notarized{requestID: r.ID, jobs: jobs, bill: bill, usage: u})
 }
 
-// jobReceipt is a node's signed receipt of a job, and what the coordinator saw of the job.
+// jobReceipt is a node's signed receipt of a job, and what the coordinator saw of the job; or
+// the job, whose receipt follows its end.
 type jobReceipt struct {
+	job    *fleet.Job // set while the receipt is to come
 	signed json.RawMessage
 	saw    receipt.Expected
 }
@@ -59,6 +64,30 @@ type notarized struct {
 	bill      *ledger.Bill // nil: nothing to settle
 	usage     *store.Usage
 }
+
+// pending says whether a receipt of the request's jobs is still to come.
+func (item *notarized) pending() bool {
+	return slices.ContainsFunc(item.jobs, func(j jobReceipt) bool { return j.job != nil })
+}
+
+// await waits until ctx is done for the receipts to come that follow their jobs' ends.
+func (item *notarized) await(ctx context.Context) {
+	for i := range item.jobs {
+		j := &item.jobs[i]
+		if j.job != nil {
+			j.signed, j.saw, _ = j.job.AwaitReceipt(ctx)
+			if j.signed == nil {
+				j.saw.JobID, j.saw.NodeID = j.job.ID, j.job.Offer.Node.ID // for the log
+			}
+			j.job = nil
+		}
+	}
+}
+
+// receiptWait bounds how long the notary waits for a receipt that follows its job's end: a
+// node signs them in batches within milliseconds; one that holds them back delays only its
+// own requests' bills, by this much, and they are kept without its receipts.
+const receiptWait = 2 * time.Second
 
 // maxNotaryBatch bounds the requests whose receipts are stored in one transaction.
 const maxNotaryBatch = 256
@@ -84,9 +113,10 @@ type notary struct {
 	now    func() time.Time
 	in     chan *notarized
 
-	mu     sync.RWMutex // guards closed against queue racing close
-	closed bool
-	done   chan struct{}
+	mu      sync.RWMutex // guards closed against queue racing close
+	closed  bool
+	waiting sync.WaitGroup // requests waiting for receipts that follow their jobs' ends
+	done    chan struct{}
 }
 
 func newNotary(key ed25519.PrivateKey, st store.Store, settle func(*ledger.Bill, *store.Usage), log *slog.Logger, now func() time.Time) *notary {
@@ -100,29 +130,41 @@ func newNotary(key ed25519.PrivateKey, st store.Store, settle func(*ledger.Bill,
 	return n
 }
 
-// queue hands a request's receipts to the notary and returns at once. Once the notary has
-// closed, the receipts are dropped (logged) and the bill goes to the ledger at once.
+// queue hands a request's receipts to the notary and returns at once: when some are still to
+// come, a goroutine waits for them (receiptWait at most) and hands them on. Once the notary
+// has closed, the receipts are dropped (logged) and the bill goes to the ledger at once.
 func (n *notary) queue(item *notarized) {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
-	if n.closed {
+	switch {
+	case n.closed:
 		n.log.Warn("receipts not stored: the coordinator is shutting down", logRequestID, item.requestID, "receipts", len(item.jobs))
 		if item.bill != nil {
 			n.settle(item.bill, item.usage)
 		}
-		return
+	case item.pending():
+		n.waiting.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), receiptWait)
+			defer cancel()
+			item.await(ctx)
+			n.in <- item // close waits for this goroutine before it closes in
+		})
+	default:
+		n.in <- item
 	}
-	n.in <- item
 }
 
-// close stores what is queued, hands the bills on, and stops. Call it before the ledger's Close.
+// close stores what is queued, hands the bills on, and stops. Call it before the ledger's
+// Close, and after the fleet's, whose sessions' end stops the waits for receipts.
 func (n *notary) close() {
 	n.mu.Lock()
-	if !n.closed {
-		n.closed = true
+	closing := !n.closed
+	n.closed = true
+	n.mu.Unlock()
+	if closing {
+		n.waiting.Wait() // no queue adds one now: closed is set
 		close(n.in)
 	}
-	n.mu.Unlock()
 	<-n.done
 }
 
@@ -158,6 +200,11 @@ func (n *notary) commit(batch []*notarized) {
 	var cs []*receipt.Countersigning
 	for _, item := range batch {
 		for _, j := range item.jobs {
+			if j.signed == nil {
+				n.log.Info("no receipt from the node for a job: its end said one would follow", logRequestID, item.requestID,
+					logNode, j.saw.NodeID, "job", j.saw.JobID)
+				continue
+			}
 			c := &receipt.Countersigning{Signed: new(receipt.Signed), Saw: j.saw, RequestID: item.requestID}
 			if err := json.Unmarshal(j.signed, c.Signed); err != nil {
 				c.Err = fmt.Errorf("not a signed receipt: %w", err)

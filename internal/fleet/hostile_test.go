@@ -137,6 +137,8 @@ func TestHostileNode(t *testing.T) {
 			Text: long(2 * protocol.MaxDeltaBytes)}}), websocket.StatusPolicyViolation, fmt.Sprintf("delta too large: %d > %d bytes", 2*protocol.MaxDeltaBytes, protocol.MaxDeltaBytes)},
 		{"oversized frame", frame(protocol.Frame{Type: protocol.TypeHeartbeat, Heartbeat: &protocol.Heartbeat{
 			Paused: long(protocol.MaxMessageBytes)}}), websocket.StatusMessageTooBig, "read limited at"},
+		{"oversized receipt", frame(protocol.Frame{Type: protocol.TypeReceipt, Job: "job_x", Receipt: json.RawMessage(`"` + long(2*protocol.MaxReceiptBytes) + `"`)}),
+			websocket.StatusPolicyViolation, fmt.Sprintf("receipt of %d bytes not in 1..%d", 2*protocol.MaxReceiptBytes+2, protocol.MaxReceiptBytes)},
 		{"unknown frame", frame(protocol.Frame{Type: long(5000)}), websocket.StatusPolicyViolation, `unexpected "xxxxxxxxxxxxxxxxxxxxx…" frame`},
 		{"broken JSON", []byte(`{"t":"heartbeat","heartbeat":{"running":1` + strings.Repeat("1", 100_000) + `}}`), websocket.StatusPolicyViolation, "bad frame"},
 	}
@@ -215,6 +217,52 @@ func TestHostileNode(t *testing.T) {
 		}
 		if f.Node(h.NodeID) == nil {
 			t.Error("the node was dropped for a long error message; want it clamped")
+		}
+	})
+
+	// A node that says a job's receipt follows and sends none, then sends a receipt for a job it
+	// never had: its buyer is answered and billed without a receipt, and the node stays.
+	t.Run("session/receipt withheld", func(t *testing.T) {
+		h, err := env.DialHostile(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg, err := h.Register(ctx, honestRegister("hostile/receipts"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reg.BatchedReceipts {
+			t.Fatal("the coordinator does not say it takes batched receipts")
+		}
+		answered := make(chan error, 1)
+		go func() {
+			job, err := h.NextJob(ctx)
+			if err == nil {
+				err = h.Send(ctx, protocol.Frame{Type: protocol.TypeEnd, Job: job.Job, Delta: &protocol.Delta{Text: "Hi."},
+					End: &protocol.End{FinishReason: "stop", Usage: protocol.Usage{PromptTokens: 3, CompletionTokens: 2}, ReceiptFollows: true}},
+					protocol.Frame{Type: protocol.TypeReceipt, Job: "job_never_had", Receipt: json.RawMessage(`{"receipt":{}}`)})
+			}
+			answered <- err
+		}()
+		resp := env.Post("/chat/completions", `{"model":"hostile/receipts","messages":[{"role":"user","content":"hi"}]}`)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err := <-answered; err != nil {
+			t.Fatal(err)
+		}
+		id := resp.Header.Get("X-Request-Id")
+		if resp.StatusCode != http.StatusOK || id == "" {
+			t.Fatalf("status %d, request id %q; want the answer", resp.StatusCode, id)
+		}
+		testenv.WaitFor(t, "the request billed", func() bool {
+			u, err := env.Store.UsageByRequest(ctx, id)
+			return err == nil && u != nil
+		})
+		if rs, err := env.Store.Receipts(ctx, id); err != nil || len(rs) != 0 {
+			t.Errorf("receipts %v, %v; want none stored", rs, err)
+		}
+		if f.Node(h.NodeID) == nil {
+			t.Error("the node was dropped for a receipt frame of a job it never had")
 		}
 	})
 

@@ -48,9 +48,15 @@ type Job struct {
 	held    int // bytes of the deltas in the inbox, at most maxInboxBytes
 	ended   bool
 	unacked int // deltas taken by the reader but not yet acknowledged with credit
-	// The node's receipt, from its end frame, and what the coordinator saw of the job.
+	// The node's receipt, from its end frame or the receipt frame after it, and what the
+	// coordinator saw of the job.
 	signed json.RawMessage
 	saw    receipt.Expected
+	// receiptDone, for an end whose receipt follows (End.ReceiptFollows), is closed once the
+	// receipt frame came, or once it will not (the session ended, or AwaitReceipt gave up);
+	// nil for any other end. receiptClosed says it is closed.
+	receiptDone   chan struct{}
+	receiptClosed bool
 }
 
 // Dispatch sends a request to the node of an offer whose slot the caller has acquired. The slot
@@ -189,11 +195,14 @@ func (j *Job) deliver(fr protocol.Frame) error {
 }
 
 // sawEnd keeps the node's receipt from the job's end frame, received at now, with what the
-// coordinator saw of the job: the deltas it received, the end's usage, the job's times. The
-// session's reader calls it before it delivers the end.
-func (j *Job) sawEnd(e *protocol.End, now time.Time) {
-	if len(e.Receipt) == 0 {
-		return // an agent older than receipts
+// coordinator saw of the job: the deltas it received, the end's usage, the job's times; or,
+// for an end whose receipt follows in a receipt frame, it makes the job wait for it. The
+// session's reader calls it before it delivers the end. It reports whether the receipt
+// follows.
+func (j *Job) sawEnd(e *protocol.End, now time.Time) (follows bool) {
+	follows = e.ReceiptFollows && j.sess != nil // a remote job's owner puts the receipt in its end
+	if len(e.Receipt) == 0 && !follows {
+		return false // an agent older than receipts
 	}
 	saw := receipt.Expected{
 		JobID: j.ID, NodeID: j.Offer.Node.ID, NodeKey: j.nodeKey(), Model: j.model,
@@ -202,21 +211,77 @@ func (j *Job) sawEnd(e *protocol.End, now time.Time) {
 		Sent: j.sent, Ended: now,
 	}
 	j.mu.Lock()
-	j.signed, j.saw = e.Receipt, saw
+	j.saw = saw
+	if follows {
+		j.receiptDone = make(chan struct{})
+	} else {
+		j.signed = e.Receipt
+	}
 	j.mu.Unlock()
-	e.Receipt = nil // the relay has no use for it
+	e.Receipt, e.ReceiptFollows = nil, false // the relay has no use for them
+	return follows
+}
+
+// receiptCame keeps the receipt of the job's receipt frame, unless the job waits for none, or
+// gave up waiting.
+func (j *Job) receiptCame(signed json.RawMessage) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.receiptDone == nil || j.receiptClosed {
+		return
+	}
+	j.signed = signed
+	j.receiptClosed = true
+	close(j.receiptDone)
+}
+
+// noReceipt stops the job waiting for its receipt frame: it will not come.
+func (j *Job) noReceipt() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.receiptDone != nil && !j.receiptClosed {
+		j.receiptClosed = true
+		close(j.receiptDone)
+	}
 }
 
 // Receipt returns the node's signed receipt of the job (the JSON of a receipt.Signed), as the
-// job's end frame carried it, and what the coordinator saw of the job, to check it against
-// with receipt.Countersign. ok is false until the end frame has come, and when it carried no
-// receipt (an agent older than receipts) or the job ended on the coordinator's side (the node
-// disconnected or overflowed its credit). It never blocks: the end of a job the relay stopped
-// reading (a stall) may still come later.
+// job's end frame or the receipt frame after it carried it, and what the coordinator saw of
+// the job, to check it against with receipt.Countersign. ok is false until the receipt has
+// come, and when none did or will (an agent older than receipts; the job ended on the
+// coordinator's side: the node disconnected or overflowed its credit). It never blocks: the
+// end of a job the relay stopped reading (a stall) may still come later; AwaitReceipt waits
+// for a receipt that follows its end.
 func (j *Job) Receipt() (signed json.RawMessage, saw receipt.Expected, ok bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.signed, j.saw, j.signed != nil
+}
+
+// ReceiptPending says the job's end has come and its receipt follows, not yet here.
+func (j *Job) ReceiptPending() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.receiptDone != nil && !j.receiptClosed
+}
+
+// AwaitReceipt waits, until ctx is done, for the receipt of a job whose end said it follows,
+// then returns as Receipt does. When ctx ends first, the job stops waiting for it.
+func (j *Job) AwaitReceipt(ctx context.Context) (signed json.RawMessage, saw receipt.Expected, ok bool) {
+	j.mu.Lock()
+	done := j.receiptDone
+	j.mu.Unlock()
+	if done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			if j.sess != nil {
+				j.sess.forgetReceipt(j)
+			}
+			j.noReceipt()
+		}
+	}
+	return j.Receipt()
 }
 
 // finish delivers the job's end once and frees its slot.

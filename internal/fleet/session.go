@@ -123,6 +123,9 @@ type session struct {
 
 	mu       sync.Mutex
 	jobs     map[string]*Job
+	// awaiting are the ended jobs whose receipt frames are still to come, at most
+	// maxAwaitingReceipts; nil once the session ended.
+	awaiting map[string]*Job
 	lastSeen time.Time
 	act      activity
 }
@@ -443,10 +446,54 @@ func (s *session) close(err error) {
 	})
 }
 
+// maxAwaitingReceipts bounds the ended jobs of a session whose receipt frames are awaited: a
+// node's receipts come within milliseconds of their ends, so only a node that holds them back
+// reaches it, and its newer jobs then go without receipts.
+const maxAwaitingReceipts = 4096
+
+// awaitReceipt waits for the receipt frame of an ended job.
+func (s *session) awaitReceipt(j *Job) {
+	s.mu.Lock()
+	if s.awaiting == nil && !s.ended() {
+		s.awaiting = make(map[string]*Job)
+	}
+	ok := s.awaiting != nil && len(s.awaiting) < maxAwaitingReceipts
+	if ok {
+		s.awaiting[j.ID] = j
+	}
+	s.mu.Unlock()
+	if !ok {
+		j.noReceipt()
+	}
+}
+
+// forgetReceipt stops awaiting a job's receipt frame.
+func (s *session) forgetReceipt(j *Job) {
+	s.mu.Lock()
+	if s.awaiting[j.ID] == j {
+		delete(s.awaiting, j.ID)
+	}
+	s.mu.Unlock()
+}
+
+// ended says the session has ended.
+func (s *session) ended() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // endJobs fails every job still running on the session, which ends for err.
 func (s *session) endJobs(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, j := range s.awaiting {
+		j.noReceipt() // the receipts the node still owed will not come
+	}
+	s.awaiting = nil
 	jobs := s.jobs
 	s.jobs = nil
 	now := s.fleet.cfg.Now()
@@ -581,8 +628,22 @@ func (s *session) handle(fr protocol.Frame) error {
 			j.put(protocol.Frame{Type: protocol.TypeDelta, Job: fr.Job, Delta: fr.Delta}, -1)
 			fr.Delta = nil
 		}
-		j.sawEnd(fr.End, now)
+		if j.sawEnd(fr.End, now) {
+			s.awaitReceipt(j)
+		}
 		j.finish(fr)
+		return nil
+	case protocol.TypeReceipt:
+		if n := len(fr.Receipt); n == 0 || n > protocol.MaxReceiptBytes {
+			return refuse("receipt of %d bytes not in 1..%d", n, protocol.MaxReceiptBytes)
+		}
+		s.mu.Lock()
+		j := s.awaiting[fr.Job]
+		delete(s.awaiting, fr.Job)
+		s.mu.Unlock()
+		if j != nil {
+			j.receiptCame(fr.Receipt)
+		} // else: a job whose receipt no one waits for any more, or none of this node's
 		return nil
 	default:
 		return refuse("protocol violation: unexpected %s frame from node", quote(fr.Type))

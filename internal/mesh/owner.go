@@ -123,6 +123,10 @@ func (m *Mesh) onJob(msg *nats.Msg) {
 	go m.pump(ctx, r.Job, w)
 }
 
+// receiptWait bounds how long a job's end waits for its receipt, when the node signs it in a
+// batch after the end.
+const receiptWait = time.Second
+
 // pump relays a job's frames to its asking replica, no more deltas ahead of its reader than
 // the reader's credit: the node's window, passed on.
 func (m *Mesh) pump(ctx context.Context, id string, w *owned) {
@@ -150,9 +154,13 @@ func (m *Mesh) pump(ctx context.Context, id string, w *owned) {
 			return
 		}
 		if fr.Type == protocol.TypeEnd && fr.End != nil {
-			if signed, _, ok := w.job.Receipt(); ok {
-				fr.End.Receipt = signed // the node's receipt, for the asking replica to countersign
+			// The node's receipt, for the asking replica to countersign: a batched one comes
+			// within milliseconds of the end.
+			rctx, cancel := context.WithTimeout(ctx, receiptWait)
+			if signed, _, ok := w.job.AwaitReceipt(rctx); ok {
+				fr.End.Receipt = signed
 			}
+			cancel()
 		}
 		leaving := fr.Type == protocol.TypeEnd && fr.End != nil && fr.End.Error != nil && m.leaving.Load()
 		b, _ := json.Marshal(frameMessage{Seq: seq, Frame: fr, Leaving: leaving})

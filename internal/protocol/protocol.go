@@ -64,11 +64,13 @@
 //     before it take all the time. A coordinator refuses a node whose schedule it cannot read.
 //   - Version 1, 2026-12-02 (also): offers may refuse batch work (Offer.NoBatch). Optional: an offer
 //     without it takes batch lines.
-//   - Version 1, 2026-12-02 (later): a coordinator that verifies receipts signed in batches (a
-//     Merkle root signed once, each receipt with its inclusion proof: receipt.Signer) says so in
-//     Registered.BatchedReceipts; only then does an agent sign so. Agents before it, and agents
-//     registered with coordinators before it, sign each receipt alone, which every coordinator
-//     takes.
+//   - Version 1, 2026-12-02 (later): a coordinator that takes receipts signed in batches says
+//     so in Registered.BatchedReceipts. Only then does an agent send an end frame with
+//     End.ReceiptFollows instead of its receipt, and the receipt after it, in a receipt frame
+//     (Frame.Receipt), signed with those of the jobs that ended within a few milliseconds (a
+//     Merkle root signed once, each receipt with its inclusion proof: receipt.SignBatch).
+//     Agents before it, and agents registered with coordinators before it, put each receipt,
+//     signed alone, in its end frame, which every coordinator takes.
 package protocol
 
 import (
@@ -95,6 +97,7 @@ const (
 	TypeCredit     = "credit"
 	TypeCancel     = "cancel"
 	TypeEnd        = "end"
+	TypeReceipt    = "receipt" // a job's signed receipt, after its end frame (End.ReceiptFollows)
 	TypeSelftest   = "selftest" // the coordinator's results of a selftest, before it closes
 )
 
@@ -112,6 +115,9 @@ type Frame struct {
 	Credit     int         `json:"credit,omitempty"`
 	End        *End        `json:"end,omitempty"`
 	Selftest   *Selftest   `json:"selftest,omitempty"`
+	// Receipt is the node's signed receipt of job Job, on a receipt frame: the JSON of a
+	// receipt.Signed, at most MaxReceiptBytes.
+	Receipt json.RawMessage `json:"receipt,omitempty"`
 	// Trace is the W3C trace context of the coordinator's span of a job, on job frames:
 	// {"traceparent": "00-…", "tracestate": "…"}. The agent's span of the job is its child.
 	// Absent when the coordinator does not trace; agents that do not trace ignore it.
@@ -275,8 +281,9 @@ type AskWindow struct {
 type Registered struct {
 	NodeID            string `json:"node_id"`
 	HeartbeatInterval int64  `json:"heartbeat_interval_ms"`
-	// BatchedReceipts says the coordinator verifies receipts signed in batches (with a proof):
-	// the node may sign its jobs' receipts so. Absent: it signs each alone.
+	// BatchedReceipts says the coordinator takes receipts signed in batches, in receipt frames
+	// after their end frames (End.ReceiptFollows). Absent: each receipt is signed alone, in its
+	// end frame.
 	BatchedReceipts bool `json:"batched_receipts,omitempty"`
 }
 
@@ -362,6 +369,9 @@ type End struct {
 	// the buyer's request. Absent from agents older than receipts, and from a job refused at
 	// once (it never ran).
 	Receipt json.RawMessage `json:"receipt,omitempty"`
+	// ReceiptFollows says the receipt is not in this end frame but comes in a receipt frame
+	// after it, signed in a batch; only to a coordinator that said Registered.BatchedReceipts.
+	ReceiptFollows bool `json:"receipt_follows,omitempty"`
 }
 
 // FinishCancelled is the finish reason of a job the coordinator cancelled.

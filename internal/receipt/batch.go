@@ -4,95 +4,52 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 )
 
 // MaxBatch bounds the receipts one signature covers.
 const MaxBatch = 1024
 
-// Signer signs a node's receipts in batches, by group commit: a job's receipt that comes while
-// another batch is being signed waits for it, then goes in the next batch with every receipt
-// that came meanwhile. One job at a time is signed alone, as fast as Sign; under load, one
-// signature covers every receipt that came during the previous one. Safe for concurrent use.
-type Signer struct {
-	key ed25519.PrivateKey
-	pub ed25519.PublicKey
-
-	mu      sync.Mutex
-	pending []*signing // receipts to sign in the next batch, in arrival order
-	leading bool       // a caller is signing a batch; the next batch is handed to pending[0]
-}
-
-// signing is a receipt waiting in a Signer's batch.
-type signing struct {
-	msg  []byte // the receipt's compact JSON
-	out  Signed
-	done chan bool // true: sign the next batch; false: out is signed
-}
-
-// NewSigner returns a signer of receipts with a node's key.
-func NewSigner(key ed25519.PrivateKey) (*Signer, error) {
+// SignBatch signs a node's receipts of a batch with the node's key, under one signature over
+// the root of their Merkle tree, each with its proof. Each receipt is checked and normalized
+// as Sign does; errs[i] says why receipt i was refused (out[i] is then empty), and the rest
+// are signed without it. At most MaxBatch receipts.
+func SignBatch(key ed25519.PrivateKey, rs []Receipt) (out []Signed, errs []error) {
+	out, errs = make([]Signed, len(rs)), make([]error, len(rs))
 	if len(key) != ed25519.PrivateKeySize {
-		return nil, fmt.Errorf("sign receipt: a %d-byte key is not an ed25519 private key", len(key))
-	}
-	return &Signer{key: key, pub: key.Public().(ed25519.PublicKey)}, nil
-}
-
-// Sign signs a node's receipt in a batch with those that come meanwhile, as Sign checks and
-// normalizes it, and returns it with its proof.
-func (s *Signer) Sign(r Receipt) (Signed, error) {
-	msg, err := encode(r)
-	if err != nil {
-		return Signed{}, err
-	}
-	w := &signing{msg: msg, done: make(chan bool, 1)}
-	s.mu.Lock()
-	s.pending = append(s.pending, w)
-	if s.leading {
-		s.mu.Unlock()
-		if lead := <-w.done; !lead {
-			return w.out, nil
+		err := fmt.Errorf("sign receipt: a %d-byte key is not an ed25519 private key", len(key))
+		for i := range errs {
+			errs[i] = err
 		}
-	} else {
-		s.leading = true
-		s.mu.Unlock()
+		return out, errs
 	}
-	// This caller leads: it signs what waits (its own receipt first among them), then hands
-	// the lead to the first receipt that came meanwhile, if any.
-	s.mu.Lock()
-	n := min(len(s.pending), MaxBatch)
-	batch := s.pending[:n:n]
-	s.pending = s.pending[n:]
-	s.mu.Unlock()
-	s.sign(batch, w)
-	s.mu.Lock()
-	if len(s.pending) > 0 {
-		next := s.pending[0]
-		s.mu.Unlock()
-		next.done <- true
-	} else {
-		s.leading = false
-		s.pending = nil
-		s.mu.Unlock()
+	if len(rs) > MaxBatch {
+		panic(fmt.Sprintf("receipt: a batch of %d receipts, more than MaxBatch", len(rs)))
 	}
-	return w.out, nil
-}
-
-// sign signs a batch's root and gives each receipt its proof; all but self are told.
-func (s *Signer) sign(batch []*signing, self *signing) {
-	leaves := make([]digest, len(batch))
-	for i, w := range batch {
-		leaves[i] = leafHash([]byte(nodeLeafDomain), w.msg)
+	var (
+		msgs   [][]byte
+		at     []int // the index in rs of each message
+		leaves []digest
+	)
+	for i, r := range rs {
+		msg, err := encode(r)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		msgs, at = append(msgs, msg), append(at, i)
+		leaves = append(leaves, leafHash([]byte(nodeLeafDomain), msg))
+	}
+	if len(leaves) == 0 {
+		return out, errs
 	}
 	t := newTree(leaves)
-	sig := ed25519.Sign(s.key, rootMessage(nodeRootDomain, t.root()))
-	for i, w := range batch {
-		w.out = Signed{Receipt: w.msg, NodeKey: s.pub, NodeSignature: sig, NodeProof: t.proof(i)}
-		if w != self {
-			w.done <- false
-		}
+	pub := key.Public().(ed25519.PublicKey)
+	sig := ed25519.Sign(key, rootMessage(nodeRootDomain, t.root()))
+	for k, i := range at {
+		out[i] = Signed{Receipt: msgs[k], NodeKey: pub, NodeSignature: sig, NodeProof: t.proof(k)}
 	}
+	return out, errs
 }
 
 // Countersigning is a receipt of a batch a [Countersigner] countersigns.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
-	"sync"
 	"testing"
 	"time"
 
@@ -105,10 +104,7 @@ func batchOf(n int) ([]receipt.Receipt, []receipt.Expected) {
 // offline, from its JSON.
 func TestBatch_SignCountersignVerify(t *testing.T) {
 	rs, saws := batchOf(5)
-	signed, err := receipt.SignBatch(nodeKey, rs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	signed := signBatch(t, rs)
 	for i := range signed {
 		if string(signed[i].NodeSignature) != string(signed[0].NodeSignature) || signed[i].NodeProof == nil {
 			t.Fatalf("receipt %d: not under the batch's one signature with a proof", i)
@@ -184,10 +180,7 @@ func TestBatch_SignCountersignVerify(t *testing.T) {
 // again, yet a forged signature over the same batch, or another node's key, is still refused.
 func TestCountersigner_RemembersOnlyWhatVerified(t *testing.T) {
 	rs, saws := batchOf(3)
-	signed, err := receipt.SignBatch(nodeKey, rs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	signed := signBatch(t, rs)
 	c, _ := receipt.NewCountersigner(coordinatorKey)
 	now := t0.Add(2 * time.Second)
 	first := &receipt.Countersigning{Signed: &signed[0], Saw: saws[0], RequestID: "req_0"}
@@ -215,41 +208,40 @@ func TestCountersigner_RemembersOnlyWhatVerified(t *testing.T) {
 	}
 }
 
-// TestSigner_ConcurrentJobs signs many jobs' receipts at once, as a busy node does: each one
-// verifies on its own, and fewer signatures than receipts were made when receipts came
-// together.
-func TestSigner_ConcurrentJobs(t *testing.T) {
-	s, err := receipt.NewSigner(nodeKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const n = 300
-	rs, _ := batchOf(n)
-	out := make([]receipt.Signed, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			var err error
-			if out[i], err = s.Sign(rs[i]); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
-	sigs := map[string]bool{}
-	for i, o := range out {
-		r, err := o.VerifyNode()
-		if err != nil || r.JobID != rs[i].JobID {
-			t.Fatalf("receipt %d: %+v, %v", i, r, err)
+// signBatch signs receipts of nodeKey as one batch.
+func signBatch(t testing.TB, rs []receipt.Receipt) []receipt.Signed {
+	t.Helper()
+	out, errs := receipt.SignBatch(nodeKey, rs)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("receipt %d: %v", i, err)
 		}
-		sigs[string(o.NodeSignature)] = true
 	}
-	t.Logf("%d receipts under %d signatures", n, len(sigs))
+	return out
+}
 
-	// One at a time, each is signed alone, in a batch of one.
-	one, err := s.Sign(rs[0])
-	if err != nil || one.NodeProof == nil || one.NodeProof.Size != 1 {
-		t.Errorf("a receipt signed alone: proof %+v, %v; want a batch of one", one.NodeProof, err)
+// TestSignBatch_RefusesOneSignsTheRest: a receipt that contradicts itself is refused alone;
+// the others of its batch are signed, under one signature, and verify.
+func TestSignBatch_RefusesOneSignsTheRest(t *testing.T) {
+	rs, _ := batchOf(3)
+	rs[1].EndedAt = rs[1].StartedAt.Add(-time.Second)
+	out, errs := receipt.SignBatch(nodeKey, rs)
+	if errs[1] == nil || out[1].NodeSignature != nil {
+		t.Errorf("a receipt that ended before it started was signed: %+v", out[1])
+	}
+	for _, i := range []int{0, 2} {
+		if errs[i] != nil || out[i].NodeProof == nil || out[i].NodeProof.Size != 2 {
+			t.Fatalf("receipt %d: %v, proof %+v; want it signed in a batch of 2", i, errs[i], out[i].NodeProof)
+		}
+		if _, err := out[i].VerifyNode(); err != nil {
+			t.Errorf("receipt %d: %v", i, err)
+		}
+	}
+	if string(out[0].NodeSignature) != string(out[2].NodeSignature) {
+		t.Error("the batch's receipts are under different signatures")
+	}
+	if _, errs := receipt.SignBatch(nodeKey[:10], rs[:1]); errs[0] == nil {
+		t.Error("signed with a key that is not one")
 	}
 }
 
@@ -274,7 +266,7 @@ func TestVerify_ReceiptsOfTheFirstFormat(t *testing.T) {
 		t.Errorf("first-format node receipt countersigned in a batch: %v (node proof %v, coordinator proof %v)", err, s.NodeProof, s.CoordinatorProof)
 	}
 	// A batch of one's root signature given a proof-less receipt is not a receipt's signature.
-	b, _ := receipt.SignBatch(nodeKey, []receipt.Receipt{r})
+	b := signBatch(t, []receipt.Receipt{r})
 	b[0].NodeProof = nil
 	if _, err := b[0].VerifyNode(); !errors.Is(err, receipt.ErrNodeSignature) {
 		t.Errorf("a root signature taken as a receipt's: %v", err)
@@ -285,10 +277,7 @@ func TestVerify_ReceiptsOfTheFirstFormat(t *testing.T) {
 // refuses or accepts without panicking, and accepts only what was signed.
 func FuzzVerify_HostileProofs(f *testing.F) {
 	rs, saws := batchOf(3)
-	signed, err := receipt.SignBatch(nodeKey, rs)
-	if err != nil {
-		f.Fatal(err)
-	}
+	signed := signBatch(f, rs)
 	if err := receipt.Countersign(coordinatorKey, &signed[1], saws[1], "req_1", t0.Add(2*time.Second)); err != nil {
 		f.Fatal(err)
 	}

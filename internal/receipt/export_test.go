@@ -5,28 +5,6 @@ import (
 	"time"
 )
 
-// SignBatch signs receipts as one batch of a Signer, whatever the timing.
-func SignBatch(key ed25519.PrivateKey, rs []Receipt) ([]Signed, error) {
-	s, err := NewSigner(key)
-	if err != nil {
-		return nil, err
-	}
-	batch := make([]*signing, len(rs))
-	for i, r := range rs {
-		msg, err := encode(r)
-		if err != nil {
-			return nil, err
-		}
-		batch[i] = &signing{msg: msg, done: make(chan bool, 1)}
-	}
-	s.sign(batch, nil)
-	out := make([]Signed, len(rs))
-	for i, w := range batch {
-		out[i] = w.out
-	}
-	return out, nil
-}
-
 // CountersignAlone countersigns a receipt in the first format, alone, as coordinators did
 // before batches: receipts they stored must still verify.
 func CountersignAlone(key ed25519.PrivateKey, s *Signed, requestID string, now time.Time) {
