@@ -121,8 +121,8 @@ type session struct {
 	// fleet (Fleet.reserve); nil until one is held.
 	release func()
 
-	mu       sync.Mutex
-	jobs     map[string]*Job
+	mu   sync.Mutex
+	jobs map[string]*Job
 	// awaiting are the ended jobs whose receipt frames are still to come, at most
 	// maxAwaitingReceipts; nil once the session ended.
 	awaiting map[string]*Job

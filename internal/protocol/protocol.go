@@ -97,7 +97,7 @@ const (
 	TypeCredit     = "credit"
 	TypeCancel     = "cancel"
 	TypeEnd        = "end"
-	TypeReceipt    = "receipt" // a job's signed receipt, after its end frame (End.ReceiptFollows)
+	TypeReceipt    = "receipt"  // a job's signed receipt, after its end frame (End.ReceiptFollows)
 	TypeSelftest   = "selftest" // the coordinator's results of a selftest, before it closes
 )
 
