@@ -20,6 +20,7 @@ import (
 	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/engine/sim"
 	"github.com/shareai/shareai/internal/localnet"
+	"github.com/shareai/shareai/internal/metrics"
 	"github.com/shareai/shareai/internal/money"
 )
 
@@ -44,8 +45,20 @@ reports its throughput and whether every line was answered exactly once; the liv
 report shows what the batch costs live requests' time to first token. It also reads the
 coordinator's slot-time from --metrics (without --url, the network's own) and reports the
 share of idle slot-time the batch filled; --sim-windows gives the simulated providers
-availability windows, so that the run has some. A progress bar goes to stderr when it is a
-terminal; the report goes to stdout. Ctrl-C stops early and reports what finished.`
+availability windows, so that the run has some.
+
+--compare URL sends the same load (-n, -c, --stream, --max-tokens) straight to an
+OpenAI-compatible upstream, then through a network whose providers run the openai engine on
+it, and reports each path's CPU per request, requests per second and latency, their ratio
+and what the network added. Without --url the network runs in this process, and its CPU is
+this process's during the network run less what the direct run used (the client's, and the
+mock's); with --url, --metrics names its processes' Prometheus endpoints. --compare mock runs
+a mock upstream in this process that answers 20 chunks at once; --mock-upstream ADDR serves
+it alone, for a network elsewhere. --baseline FILE holds the figure to the one recorded for
+this machine class (scripts/bench-regress.sh).
+
+A progress bar goes to stderr when it is a terminal; the report goes to stdout. Ctrl-C stops
+early and reports what finished.`
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg config.Bench
@@ -57,6 +70,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if err := cfg.Validate(); err != nil {
 		return err
+	}
+	switch {
+	case cfg.MockUpstream != "":
+		return serveMockUpstream(ctx, cfg.MockUpstream, stderr)
+	case cfg.Compare != "":
+		return runCompare(ctx, &cfg, stdout, stderr)
 	}
 	base, key, network, metricsURL := cfg.URL, cfg.APIKey, "", ""
 	if base == "" {
@@ -149,6 +168,13 @@ func (n *benchNet) close() {
 // startBenchNet starts a coordinator and simulated providers in this process, on a free
 // loopback port, with a temporary data directory.
 func startBenchNet(ctx context.Context, cfg *config.Bench, stderr io.Writer) (*benchNet, error) {
+	return startNet(ctx, cfg, "", stderr)
+}
+
+// startNet starts a coordinator and providers in this process, on a free loopback port,
+// with a temporary data directory: simulated providers, or with upstream set, providers on
+// the openai engine at that base URL.
+func startNet(ctx context.Context, cfg *config.Bench, upstream string, stderr io.Writer) (*benchNet, error) {
 	dir, err := os.MkdirTemp("", "shareai-bench-")
 	if err != nil {
 		return nil, err
@@ -159,6 +185,9 @@ func startBenchNet(ctx context.Context, cfg *config.Bench, stderr io.Writer) (*b
 	}
 	nc := localnet.Config{DataDir: dir, Addr: "127.0.0.1:0", Providers: cfg.Providers, Credit: 1_000_000 * money.USD,
 		NewEngine: func(int) (engine.Engine, error) {
+			if upstream != "" {
+				return newEngine("openai", upstream, "", "", nil, 0, 0)
+			}
 			return sim.New(sim.Config{TTFT: cfg.SimTTFT, TokensPerSecond: cfg.SimTPS}), nil
 		},
 	}
@@ -186,15 +215,169 @@ func startBenchNet(ctx context.Context, cfg *config.Bench, stderr io.Writer) (*b
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	metrics := &http.Server{Handler: n.Coordinator().MetricsHandler(), ReadHeaderTimeout: 10 * time.Second}
-	go metrics.Serve(ln)
+	metricsSrv := &http.Server{Handler: n.Coordinator().MetricsHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go metricsSrv.Serve(ln)
 	speed := fmt.Sprintf("%g tokens/s", cfg.SimTPS)
 	if cfg.SimTPS == 0 {
 		speed = "no delay"
 	}
 	about := fmt.Sprintf("coordinator at %s, %d simulated providers (%d jobs at once each, first token after %s, then %s%s)",
 		n.URL, cfg.Providers, slots, cfg.SimTTFT, speed, windows)
-	return &benchNet{Net: n, dir: dir, about: about, metricsURL: "http://" + ln.Addr().String() + "/metrics", metrics: metrics}, nil
+	if upstream != "" {
+		about = fmt.Sprintf("coordinator at %s, %d providers on the openai engine at %s (%d jobs at once each), in this process",
+			n.URL, cfg.Providers, upstream, slots)
+	}
+	return &benchNet{Net: n, dir: dir, about: about, metricsURL: "http://" + ln.Addr().String() + "/metrics", metrics: metricsSrv}, nil
+}
+
+// runCompare runs compare mode: the load straight to the upstream, then through a network
+// on it, and the comparison held to the baseline, when given.
+func runCompare(ctx context.Context, cfg *config.Bench, stdout, stderr io.Writer) error {
+	upstream, upstreamAbout := cfg.Compare, "the upstream"
+	mock := cfg.Compare == config.CompareMock
+	if mock {
+		srv, addr, err := listenMock()
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		upstream, upstreamAbout = "http://"+addr, fmt.Sprintf("the mock upstream, in this process (%d chunks, at once)", bench.MockChunks)
+	}
+	upstream, err := bench.BaseURL(upstream)
+	if err != nil {
+		return &config.FieldError{Field: "compare", Msg: err.Error()}
+	}
+	var baseline *bench.Baseline
+	if cfg.Baseline != "" {
+		if baseline, err = bench.LoadBaseline(cfg.Baseline); err != nil {
+			return err
+		}
+	}
+	client := bench.NewClient(cfg.Concurrency)
+	if cfg.H2C {
+		client = bench.NewH2CClient()
+	}
+	base, key, about, providers := cfg.URL, cfg.APIKey, "", 0
+	if base == "" {
+		n, err := startNet(ctx, cfg, upstream, stderr)
+		if err != nil {
+			return err
+		}
+		defer n.close()
+		base, key, about, providers = n.URL, n.APIKey, n.about, cfg.Providers
+		fmt.Fprintf(stderr, "Started a network in this process: %s.\n", about)
+	} else {
+		about = "the network at " + base
+	}
+	network, err := bench.BaseURL(base)
+	if err != nil {
+		return &config.FieldError{Field: "url", Msg: err.Error()}
+	}
+	direct := bench.Target{BaseURL: upstream, Model: cfg.Model, About: upstreamAbout}
+	via := bench.Target{BaseURL: network, APIKey: key, Model: cfg.Model, About: about}
+	for _, t := range []*bench.Target{&direct, &via} {
+		if t.Model == "" {
+			if t.Model, err = bench.FirstModel(ctx, client, t.BaseURL, t.APIKey); err != nil {
+				return fmt.Errorf("%s: %w", t.BaseURL, err)
+			}
+		}
+	}
+	cc := bench.CompareConfig{
+		Load: bench.Config{Requests: cfg.Count(), Concurrency: cfg.Concurrency, Stream: cfg.Stream, MaxTokens: cfg.MaxTokens,
+			Prompt: cfg.Prompt, Timeout: cfg.Timeout},
+		Direct: direct, Network: via, Tries: cfg.Tries, UpstreamMetrics: cfg.UpstreamMetrics, UpstreamInProcess: mock,
+		Client: client, Progress: bench.NewBar(stderr, isTerminal(stderr)),
+		Starting: func(path string, try int) {
+			if cfg.Tries > 1 {
+				fmt.Fprintf(stderr, "%s, try %d of %d:\n", path, try, cfg.Tries)
+			} else {
+				fmt.Fprintf(stderr, "%s:\n", path)
+			}
+		},
+	}
+	if cfg.URL != "" {
+		cc.NetworkMetrics = cfg.MetricsURLs()
+	}
+	if baseline != nil && !cfg.UpdateBaseline {
+		cc.Enough = func(best *bench.Comparison) bool {
+			best.Providers = providers
+			return !bench.Check(baseline, best, bench.Tolerance).Failed()
+		}
+	}
+	c, err := bench.Compare(ctx, cc)
+	if err != nil {
+		return err
+	}
+	c.Providers = providers
+	if baseline != nil {
+		if cfg.UpdateBaseline {
+			baseline.Record(c, time.Now())
+			if baseline.About == "" {
+				baseline.About = baselineAbout
+			}
+			if err := baseline.Save(cfg.Baseline); err != nil {
+				return err
+			}
+			fmt.Fprintf(stderr, "Recorded in %s for %q, %q: the network added %.0f µs of CPU per request.\n", cfg.Baseline, c.Machine, c.Scenario(), c.AddedCPU)
+		} else {
+			c.Check = bench.Check(baseline, c, bench.Tolerance)
+		}
+	}
+	if cfg.JSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(c)
+	} else {
+		err = c.WriteText(stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if c.Check != nil && c.Check.Failed() {
+		return fmt.Errorf("the network's CPU per request regressed by %.0f%%, more than %.0f%%, against %s", 100*c.Check.Change, 100*bench.Tolerance, cfg.Baseline)
+	}
+	return nil
+}
+
+// baselineAbout is the note a baseline file that bench creates starts with.
+const baselineAbout = "CPU per request that `shareai bench --compare mock` measured, by machine class and load: " +
+	"what the network (coordinator + agents, in one process as `shareai up` runs them) added over calling the mock upstream directly. " +
+	"scripts/bench-regress.sh fails when a run adds more than 25% more than this; scripts/bench-regress.sh --update records this machine's figures."
+
+// listenMock serves the mock upstream on a free loopback port.
+func listenMock() (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	srv := &http.Server{Handler: bench.Mock(), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	return srv, ln.Addr().String(), nil
+}
+
+// serveMockUpstream serves the mock upstream on addr, and this process's metrics at
+// /metrics, until ctx is done.
+func serveMockUpstream(ctx context.Context, addr string, stderr io.Writer) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return &config.FieldError{Field: "mock-upstream", Msg: err.Error()}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", bench.Mock())
+	mux.Handle("GET /metrics", metrics.NewRegistry().Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	fmt.Fprintf(stderr, "Mock upstream at http://%s/v1 (model %s, %d chunks at once), its process metrics at http://%s/metrics. Ctrl-C stops it.\n",
+		ln.Addr(), bench.MockModel, bench.MockChunks, ln.Addr())
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdown)
 }
 
 // alternating is the availability of a simulated provider of --sim-windows: open one window

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -85,11 +88,153 @@ func TestBench_Flags(t *testing.T) {
 		{[]string{"--url", "http://127.0.0.1:8080"}, "--key"},
 		{[]string{"--metrics", "http://127.0.0.1:9464/metrics"}, "--hold"},
 		{[]string{"--hold", "--stream=false"}, "--hold"},
+		{[]string{"--compare", "127.0.0.1:8000"}, "--compare"},
+		{[]string{"--compare", "mock", "--hold"}, "--compare"},
+		{[]string{"--compare", "mock", "--duration", "5s"}, "--compare"},
+		{[]string{"--compare", "http://127.0.0.1:8000", "--url", "http://127.0.0.1:8080", "--key", "sk-x"}, "--metrics"},
+		{[]string{"--compare", "mock", "--url", "http://127.0.0.1:8080", "--key", "sk-x", "--metrics", "http://127.0.0.1:9464/metrics"}, "--mock-upstream"},
+		{[]string{"--compare", "mock", "--metrics", "http://127.0.0.1:9464/metrics"}, "--metrics"},
+		{[]string{"--compare", "mock", "--upstream-metrics", "http://127.0.0.1:8000/metrics"}, "--upstream-metrics"},
+		{[]string{"--upstream-metrics", "http://127.0.0.1:8000/metrics"}, "--upstream-metrics"},
+		{[]string{"--tries", "3"}, "--tries"},
+		{[]string{"--compare", "mock", "--tries", "0"}, "--tries"},
+		{[]string{"--compare", "http://127.0.0.1:8000", "--baseline", "b.json"}, "--baseline"},
+		{[]string{"--compare", "mock", "--update-baseline"}, "--update-baseline"},
+		{[]string{"--mock-upstream", "8000"}, "--mock-upstream"},
+		{[]string{"--mock-upstream", "127.0.0.1:0", "--compare", "mock"}, "--mock-upstream"},
+		{[]string{"--hold", "--metrics", "http://a:1/metrics,http://b:2/metrics"}, "--metrics"},
 	}
 	for _, tt := range tests {
 		var errb strings.Builder
 		if code := run(context.Background(), append([]string{"bench"}, tt.args...), io.Discard, &errb); code != 1 || !strings.Contains(errb.String(), tt.want) {
 			t.Errorf("bench %v: exit %d, %q; want 1 naming %s", tt.args, code, errb.String(), tt.want)
 		}
+	}
+}
+
+// TestBench_Compare runs `shareai bench --compare mock` as scripts/bench-regress.sh does:
+// it records the figures in a new baseline file, then is held to figures recorded there:
+// more than 25% below this run's passes, one far below fails, none for this machine passes.
+func TestBench_Compare(t *testing.T) {
+	t.Setenv("OPENAI_BASE_URL", "")
+	t.Setenv("OPENAI_API_KEY", "")
+	path := filepath.Join(t.TempDir(), "baseline.json")
+	compare := func(extra ...string) (int, *bench.Comparison, string) {
+		t.Helper()
+		var out, errb strings.Builder
+		args := append([]string{"bench", "--compare", "mock", "-n", "30", "-c", "3", "--stream=false", "--providers", "1", "--json", "--baseline", path}, extra...)
+		code := run(context.Background(), args, &out, &errb)
+		var c bench.Comparison
+		if err := json.Unmarshal([]byte(out.String()), &c); err != nil {
+			t.Fatalf("bench %v exited %d, stdout is not a comparison: %v\n%s\n%s", extra, code, err, out.String(), errb.String())
+		}
+		return code, &c, errb.String()
+	}
+
+	code, c, stderr := compare("--update-baseline", "--tries", "2")
+	if code != 0 {
+		t.Fatalf("--update-baseline exited %d: %s", code, stderr)
+	}
+	if c.Direct.Report.OK != 30 || c.Network.Report.OK != 30 || c.Network.CPU <= c.Direct.CPU || len(c.Tries) != 2 ||
+		c.Providers != 1 || c.Model != bench.MockModel || c.Check != nil {
+		t.Errorf("comparison %+v; want 30 answers a path, the network's costing more, 2 tries, no check", c)
+	}
+	if !strings.Contains(stderr, "Recorded in "+path) || !strings.Contains(stderr, "direct, try 2 of 2:") {
+		t.Errorf("stderr does not say what it recorded, and each try: %s", stderr)
+	}
+	b, err := bench.LoadBaseline(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, ok := b.Machines[bench.MachineClass()][c.Scenario()]
+	if !ok || f.AddedCPU <= 0 || f.AddedCPU != float64(int64(c.AddedCPU*10+0.5))/10 || !strings.Contains(b.About, "scripts/bench-regress.sh --update") {
+		t.Fatalf("baseline %+v; want this run's figure for %q, %q", b, bench.MachineClass(), c.Scenario())
+	}
+
+	// A figure far above this run's: improved, it passes and says to record it.
+	setFigure := func(added float64) {
+		t.Helper()
+		f.AddedCPU = added
+		b.Machines[bench.MachineClass()][c.Scenario()] = f
+		if err := b.Save(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setFigure(1e9)
+	code, c, stderr = compare()
+	if code != 0 || c.Check == nil || c.Check.Status != bench.VerdictImproved {
+		t.Errorf("against a figure far above: exit %d, check %+v; want 0, improved (%s)", code, c.Check, stderr)
+	}
+	// A figure far below this run's: a regression, after every try.
+	setFigure(0.01)
+	code, c, stderr = compare("--tries", "2")
+	if code != 1 || c.Check == nil || !c.Check.Failed() || len(c.Tries) != 2 || !strings.Contains(stderr, "regressed") {
+		t.Errorf("against a figure far below: exit %d, check %+v, tries %v; want 1, a regression after 2 tries (%s)", code, c.Check, c.Tries, stderr)
+	}
+	// None for this machine: it passes, saying so, after one try.
+	delete(b.Machines, bench.MachineClass())
+	b.Machines["plan9/386, unknown CPU, 1 CPUs"] = map[string]bench.Figure{c.Scenario(): {AddedCPU: 1}}
+	if err := b.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	code, c, _ = compare("--tries", "3")
+	if code != 0 || c.Check == nil || c.Check.Status != bench.VerdictNoBaseline || len(c.Tries) != 1 {
+		t.Errorf("without a figure for this machine: exit %d, check %+v, tries %v; want 0, no baseline, one try", code, c.Check, c.Tries)
+	}
+}
+
+// TestBench_CompareElsewhere compares an upstream with a network started apart, whose CPU
+// bench reads from its Prometheus endpoint, with a text report.
+func TestBench_CompareElsewhere(t *testing.T) {
+	up := httptest.NewServer(bench.Mock())
+	defer up.Close()
+	n, err := startNet(context.Background(), &config.Bench{Providers: 1, Concurrency: 2}, up.URL+"/v1", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.close()
+	var out, errb strings.Builder
+	code := run(context.Background(), []string{"bench", "--compare", up.URL, "--url", n.URL, "--key", n.APIKey, "--metrics", n.metricsURL,
+		"-n", "20", "-c", "2"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("bench exited %d: %s\n%s", code, errb.String(), out.String())
+	}
+	for _, want := range []string{"mock: streamed", "direct   " + up.URL + "/v1", "network  " + n.URL + "/v1", "the network's processes: ", "process_cpu_seconds_total of 1 endpoints"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report has no %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(errb.String(), "Started a network") {
+		t.Errorf("bench started a network though given a URL: %s", errb.String())
+	}
+}
+
+// TestBench_MockUpstream serves the mock upstream alone, with its process metrics, until
+// Ctrl-C.
+func TestBench_MockUpstream(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"bench", "--mock-upstream", "127.0.0.1:0"}, io.Discard, pw)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, pr)
+	base, _, _ := strings.Cut(strings.TrimPrefix(line, "Mock upstream at "), " ")
+	model, err := bench.FirstModel(ctx, http.DefaultClient, base, "")
+	if err != nil || model != bench.MockModel {
+		t.Fatalf("%q: first model %q, %v", line, model, err)
+	}
+	cpu, err := bench.ScrapeCPU(ctx, http.DefaultClient, strings.TrimSuffix(base, "/v1")+"/metrics")
+	if err != nil || cpu <= 0 {
+		t.Errorf("its metrics: CPU %v, %v; want this process's", cpu, err)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d after Ctrl-C, want 0", code)
 	}
 }

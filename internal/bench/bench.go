@@ -2,7 +2,10 @@
 // coordinator's: it sends N chat completions (or runs for a while) at a concurrency C, streamed
 // or not, and reports throughput, time to first token, latency percentiles, tokens and errors
 // (Run); or it opens C slow streams at once and reads the server's memory from its Prometheus
-// endpoint while they are all open (Hold).
+// endpoint while they are all open (Hold); or it sends the same load straight to an upstream
+// and through a network in front of it, and compares the CPU per request of both paths
+// (Compare), against the instant upstream Mock when there is no other, and holds the figure
+// to a committed Baseline by machine class (Check).
 //
 // It is a plain HTTP client, built on net/http with a transport sized for the concurrency, so
 // that the client is not the bottleneck. It imports no other package of this module: it sees

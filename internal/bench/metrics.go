@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -87,6 +88,38 @@ func ScrapeMemory(ctx context.Context, client *http.Client, url string) (*Memory
 	}
 	defer body.Close()
 	return ParseMemory(body)
+}
+
+// ProcessCPUMetric is the CPU a process has used, user and system, in seconds, as
+// client_golang's process collector counts it (in clock ticks on Linux: 10ms steps).
+const ProcessCPUMetric = "process_cpu_seconds_total"
+
+// ParseCPU reads process_cpu_seconds_total from a Prometheus text exposition.
+func ParseCPU(r io.Reader) (time.Duration, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return 0, fmt.Errorf("parse metrics: %w", err)
+	}
+	f, ok := fams[ProcessCPUMetric]
+	if !ok {
+		return 0, fmt.Errorf("parse metrics: no %s: is this a program with client_golang's process collector?", ProcessCPUMetric)
+	}
+	return time.Duration(sum(f) * float64(time.Second)), nil
+}
+
+// ScrapeCPU reads the CPU used so far by the process whose Prometheus endpoint is url.
+func ScrapeCPU(ctx context.Context, client *http.Client, url string) (time.Duration, error) {
+	body, err := scrape(ctx, client, url)
+	if err != nil {
+		return 0, err
+	}
+	defer body.Close()
+	cpu, err := ParseCPU(body)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", url, err)
+	}
+	return cpu, nil
 }
 
 // SlotTime is a coordinator's slot-time counters for a model, in slot-seconds: of its nodes'

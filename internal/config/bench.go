@@ -4,7 +4,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -24,12 +26,29 @@ type Bench struct {
 	H2C         bool // HTTP/2 without TLS, many requests on one connection
 
 	// Hold mode.
-	Hold    bool
-	Metrics string // the coordinator's Prometheus endpoint, in hold and batch modes
+	Hold bool
+	// Metrics is the coordinator's Prometheus endpoint, in hold and batch modes; in compare
+	// mode with URL, the network's processes' endpoints, comma-separated.
+	Metrics string
 	Settle  time.Duration
 
 	// Batch mode: one batch of Batch lines beside the live load; 0: off.
 	Batch int
+
+	// Compare mode: the same load straight to the upstream Compare (a URL, or CompareMock)
+	// and through a network on it (URL's, or one started in this process); "": off.
+	Compare string
+	// UpstreamMetrics is the upstream's Prometheus endpoint, for its own CPU.
+	UpstreamMetrics string
+	Tries           int // runs of both paths; the one the network added the least CPU in is reported
+	// Baseline is a file of figures the comparison is held to (or, with UpdateBaseline,
+	// recorded in) for this machine class.
+	Baseline       string
+	UpdateBaseline bool
+
+	// MockUpstream, when set, is the address bench serves the mock upstream on, instead of
+	// sending any load.
+	MockUpstream string
 
 	// The in-process network, without URL.
 	Providers     int
@@ -47,6 +66,10 @@ var BenchEnv = []struct{ Name, Flag, Doc string }{
 	{"OPENAI_BASE_URL", "url", "the API's base URL, with or without /v1"},
 	{"OPENAI_API_KEY", "key", "the buyer's API key (sk-…)"},
 }
+
+// CompareMock is the --compare value for the mock upstream that bench runs in its own
+// process.
+const CompareMock = "mock"
 
 // DefaultBenchRequests is how many requests bench sends without -n or --duration.
 const DefaultBenchRequests = 1000
@@ -66,9 +89,15 @@ func (b *Bench) Flags(fs *flag.FlagSet) {
 	fs.BoolVar(&b.H2C, "h2c", false, "speak HTTP/2 without TLS (prior knowledge), many requests on each connection, instead of HTTP/1.1 with one connection per request in flight")
 	fs.DurationVar(&b.Timeout, "timeout", 2*time.Minute, "the most one request may take; in --hold mode, the most to wait for every stream's first token (0: no limit)")
 	fs.BoolVar(&b.Hold, "hold", false, "memory mode: open -c slow streams at once, wait until each has its first token, read the coordinator's memory from --metrics, then close them")
-	fs.StringVar(&b.Metrics, "metrics", "", "--hold, --batch: the coordinator's Prometheus endpoint, such as http://127.0.0.1:9464/metrics; --hold reads its memory, --batch its slot-time (without --url, the network's own)")
+	fs.StringVar(&b.Metrics, "metrics", "", "--hold, --batch: the coordinator's Prometheus endpoint, such as http://127.0.0.1:9464/metrics; --hold reads its memory, --batch its slot-time (without --url, the network's own); --compare with --url: the Prometheus endpoints of the network's processes, comma-separated, whose process_cpu_seconds_total is the network's CPU (shareai up's counts its providers too)")
 	fs.DurationVar(&b.Settle, "settle", 2*time.Second, "--hold: how long all streams stay open before the memory is read")
 	fs.IntVar(&b.Batch, "batch", 0, "batch mode: run one batch of this many lines through the Batch API, with the live load (-c, -n or --duration, streamed) run first alone and again beside the batch; report the batch's throughput and the live requests' time to first token both ways")
+	fs.StringVar(&b.Compare, "compare", "", "compare mode: send the same load straight to this OpenAI-compatible upstream (a URL such as http://127.0.0.1:8000/v1, or mock: one that answers 20 chunks at once, run in this process), then through a network whose providers run the openai engine on it (without --url, one started in this process); report each path's CPU per request, requests per second and latency, their ratio and what the network added")
+	fs.StringVar(&b.UpstreamMetrics, "upstream-metrics", "", "--compare URL: the upstream's Prometheus endpoint, such as a --mock-upstream's http://127.0.0.1:8000/metrics; its process_cpu_seconds_total is counted on both paths and reported as the upstream's own CPU")
+	fs.IntVar(&b.Tries, "tries", 1, "--compare: run both paths this many times, one after the other, and report the try in which the network added the least CPU per request (with --baseline, stop at the first within it)")
+	fs.StringVar(&b.Baseline, "baseline", "", "--compare mock: a JSON file of figures by machine class; exit 1 when the network adds more than 25% more CPU per request than the file's figure for this machine class and load (none recorded: say so and pass)")
+	fs.BoolVar(&b.UpdateBaseline, "update-baseline", false, "--baseline: record this run's figures in the file, for this machine class and load, instead of checking them")
+	fs.StringVar(&b.MockUpstream, "mock-upstream", "", "serve the mock upstream of --compare mock on this address, such as 127.0.0.1:8000, with this process's Prometheus metrics at /metrics, until Ctrl-C; no load is sent")
 	fs.IntVar(&b.Providers, "providers", 2, "without --url: simulated providers of the network bench starts")
 	fs.DurationVar(&b.SimTTFT, "sim-ttft", 150*time.Millisecond, "without --url: the simulated providers' time to first token")
 	fs.Float64Var(&b.SimTPS, "sim-tps", 60, "without --url: the simulated providers' tokens per second (0: no delay; with --hold, default 1)")
@@ -123,13 +152,21 @@ func (b *Bench) Validate() error {
 		errs = append(errs, &FieldError{"timeout", "must not be negative"})
 	}
 	if b.Metrics != "" {
-		if !isHTTPURL(b.Metrics) {
-			errs = append(errs, &FieldError{"metrics", fmt.Sprintf("%q is not an http(s) URL such as http://127.0.0.1:9464/metrics", b.Metrics)})
+		for _, u := range b.MetricsURLs() {
+			if !isHTTPURL(u) {
+				errs = append(errs, &FieldError{"metrics", fmt.Sprintf("%q is not an http(s) URL such as http://127.0.0.1:9464/metrics", u)})
+			}
 		}
-		if !b.Hold && b.Batch == 0 {
-			errs = append(errs, &FieldError{"metrics", "is read only in --hold and --batch modes"})
+		switch {
+		case b.Compare != "" && b.URL == "":
+			errs = append(errs, &FieldError{"metrics", "--compare without --url counts the network it starts in this process's CPU: --metrics is for a network elsewhere"})
+		case b.Compare == "" && !b.Hold && b.Batch == 0:
+			errs = append(errs, &FieldError{"metrics", "is read only in --hold, --batch and --compare modes"})
+		case b.Compare == "" && len(b.MetricsURLs()) > 1:
+			errs = append(errs, &FieldError{"metrics", "--hold and --batch read one endpoint, the coordinator's"})
 		}
 	}
+	errs = append(errs, b.validateCompare()...)
 	if b.Hold && !b.Stream {
 		errs = append(errs, &FieldError{"hold", "holds streams open: it cannot be used with --stream=false"})
 	}
@@ -155,4 +192,66 @@ func (b *Bench) Validate() error {
 		errs = append(errs, &FieldError{"sim-tps", "sim timings must not be negative"})
 	}
 	return errors.Join(errs...)
+}
+
+// MetricsURLs is Metrics split at its commas.
+func (b *Bench) MetricsURLs() []string {
+	var us []string
+	for u := range strings.SplitSeq(b.Metrics, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			us = append(us, u)
+		}
+	}
+	return us
+}
+
+// validateCompare checks the settings of compare mode and of the mock upstream.
+func (b *Bench) validateCompare() []error {
+	var errs []error
+	if b.Compare != "" {
+		if b.Compare != CompareMock && !isHTTPURL(b.Compare) {
+			errs = append(errs, &FieldError{"compare", fmt.Sprintf("%q is neither mock nor an http(s) URL such as http://127.0.0.1:8000/v1", b.Compare)})
+		}
+		if b.Hold || b.Batch > 0 {
+			errs = append(errs, &FieldError{"compare", "cannot be used with --hold or --batch"})
+		}
+		if b.Duration > 0 {
+			errs = append(errs, &FieldError{"compare", "sends -n requests on each path, not for a --duration"})
+		}
+		if b.Compare == CompareMock && b.URL != "" {
+			errs = append(errs, &FieldError{"compare", "mock runs in this process, on a port of its own, which a network elsewhere (--url, or OPENAI_BASE_URL) cannot serve from: serve it with shareai bench --mock-upstream ADDR and give --compare http://ADDR"})
+		} else if b.URL != "" && b.Metrics == "" {
+			errs = append(errs, &FieldError{"compare", "with --url (or OPENAI_BASE_URL), --metrics must name the network's Prometheus endpoints, to read its CPU; without --url bench starts a network in this process"})
+		}
+	}
+	if b.UpstreamMetrics != "" {
+		switch {
+		case !isHTTPURL(b.UpstreamMetrics):
+			errs = append(errs, &FieldError{"upstream-metrics", fmt.Sprintf("%q is not an http(s) URL such as http://127.0.0.1:8000/metrics", b.UpstreamMetrics)})
+		case b.Compare == "":
+			errs = append(errs, &FieldError{"upstream-metrics", "is read only with --compare"})
+		case b.Compare == CompareMock:
+			errs = append(errs, &FieldError{"upstream-metrics", "--compare mock runs the mock in this process, whose CPU is counted already"})
+		}
+	}
+	if b.Tries < 1 || b.Tries > 100 {
+		errs = append(errs, &FieldError{"tries", "must be between 1 and 100, got " + strconv.Itoa(b.Tries)})
+	} else if b.Tries > 1 && b.Compare == "" {
+		errs = append(errs, &FieldError{"tries", "is for --compare"})
+	}
+	if b.Baseline != "" && (b.Compare != CompareMock || b.URL != "") {
+		errs = append(errs, &FieldError{"baseline", "holds --compare mock with the network bench starts (no --url): only that load is the same on every run"})
+	}
+	if b.UpdateBaseline && b.Baseline == "" {
+		errs = append(errs, &FieldError{"update-baseline", "needs --baseline, the file to record in"})
+	}
+	if b.MockUpstream != "" {
+		if _, _, err := net.SplitHostPort(b.MockUpstream); err != nil {
+			errs = append(errs, &FieldError{"mock-upstream", fmt.Sprintf("%q is not host:port, such as 127.0.0.1:8000", b.MockUpstream)})
+		}
+		if b.Compare != "" || b.Hold || b.Batch > 0 {
+			errs = append(errs, &FieldError{"mock-upstream", "serves the mock and sends no load: it cannot be used with --compare, --hold or --batch"})
+		}
+	}
+	return errs
 }

@@ -10,42 +10,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/shareai/shareai/internal/bench"
 	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/engine/openaicompat"
 	"github.com/shareai/shareai/internal/testenv"
 )
-
-// instantUpstream is an OpenAI-compatible engine that answers at once: 20 content chunks per
-// streamed answer, then usage and [DONE].
-func instantUpstream() *httptest.Server {
-	var stream bytes.Buffer
-	stream.WriteString(`data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n")
-	for i := range 20 {
-		fmt.Fprintf(&stream, `data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" word%d"},"finish_reason":null}]}`+"\n\n", i)
-	}
-	stream.WriteString(`data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n")
-	stream.WriteString(`data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":20,"total_tokens":32}}` + "\n\n")
-	stream.WriteString("data: [DONE]\n\n")
-	whole := []byte(`{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"word0 word1 word2 word3 word4 word5 word6 word7 word8 word9 word10 word11 word12 word13 word14 word15 word16 word17 word18 word19"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":20,"total_tokens":32}}`)
-	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/models" {
-			w.Write([]byte(`{"object":"list","data":[{"id":"m","object":"model","max_model_len":8192}]}`))
-			return
-		}
-		body, _ := io.ReadAll(r.Body)
-		if bytes.Contains(body, []byte(`"stream":true`)) {
-			w.Header().Set("Content-Type", "text/event-stream")
-			w.Write(stream.Bytes())
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(whole)
-	}))
-}
 
 // BenchmarkPath measures what the coordinator + agent path adds over calling the engine
 // directly: CPU per request (both hops, in this process, less the direct run's) and latency
@@ -53,7 +25,7 @@ func instantUpstream() *httptest.Server {
 //
 //	go test -run '^$' -bench BenchmarkPath -benchtime 2000x ./internal/testenv
 func BenchmarkPath(b *testing.B) {
-	up := instantUpstream()
+	up := httptest.NewServer(bench.Mock()) // 20 chunks a stream, at once
 	defer up.Close()
 	env := testenv.New(b, testenv.Providers(1), func(c *testenv.Config) {
 		c.Agent.MaxConcurrent = 256
@@ -70,7 +42,7 @@ func BenchmarkPath(b *testing.B) {
 			} {
 				name := fmt.Sprintf("stream=%v/conc=%d/%s", stream, conc, path.name)
 				b.Run(name, func(b *testing.B) {
-					body := `{"model":"m","messages":[{"role":"user","content":"Say twenty words."}],"stream":` + fmt.Sprint(stream) + `}`
+					body := `{"model":"` + bench.MockModel + `","messages":[{"role":"user","content":"Say twenty words."}],"stream":` + fmt.Sprint(stream) + `}`
 					runPath(b, client, path.url, path.key, body, stream, conc)
 				})
 			}
@@ -125,7 +97,10 @@ func runPath(b *testing.B, client *http.Client, url, key, body string, stream bo
 		one()
 	}
 	samples = samples[:0]
-	cpu0 := cpuTime()
+	cpu0, err := bench.ProcessCPU()
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	next := make(chan struct{})
@@ -142,7 +117,11 @@ func runPath(b *testing.B, client *http.Client, url, key, body string, stream bo
 	close(next)
 	wg.Wait()
 	b.StopTimer()
-	cpu := cpuTime() - cpu0
+	cpu1, err := bench.ProcessCPU()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cpu := cpu1 - cpu0
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
 	ttfts := make([]time.Duration, len(samples))
 	totals := make([]time.Duration, len(samples))
@@ -161,11 +140,4 @@ func runPath(b *testing.B, client *http.Client, url, key, body string, stream bo
 		report("ttft", ttfts)
 	}
 	report("total", totals)
-}
-
-// cpuTime is the CPU this process has used, user and system.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

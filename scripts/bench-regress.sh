@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# bench-regress.sh holds the network's CPU per request to the figures committed for this
+# machine class in scripts/bench-baseline.json. For each of four loads (2,000 requests, not
+# streamed and streamed with the mock's 20 chunks, at concurrency 50 and 1) it runs
+# `shareai bench --compare mock`: the same requests straight to a mock OpenAI upstream in the
+# process, then through a network in the process (a coordinator and two providers on the
+# openai engine, with holds, settlement and receipts as `shareai up` runs them). What the
+# network added, in CPU µs per request (this process's CPU in the network run less the
+# direct run's: the client's and the mock's), is checked against the baseline of this machine
+# class (OS/arch, CPU model name, CPU count) and load: more than 25% above it fails.
+#
+#   scripts/bench-regress.sh             # check; exit 1 when any load regressed
+#   scripts/bench-regress.sh --update    # measure and record this machine's figures; commit the file
+#
+# The check holds the added CPU, not the ratio network/direct that the report shows beside
+# it: the direct path's 60-120 µs are small and vary more from run to run than the network's
+# 600-1,200, so a ratio would move with the client and the mock. Only this process's CPU is
+# counted, so other programs on a shared machine slow the run but add to it only through the
+# caches and the CPU's clock; each load is run up to TRIES times (3), and the try in which the
+# network added the least is the figure: a busy machine only ever adds. A check stops at the
+# first try within the baseline; --update runs every try. A machine class with no figure in
+# the file passes, saying so (figures from other machines say nothing of this one).
+#
+# Settings (environment): N (2000 requests per path and try), TRIES (3), BASELINE
+# (scripts/bench-baseline.json), BIN (a shareai binary to use instead of building one).
+set -euo pipefail
+
+update=()
+case "${1:-}" in
+--update) update=(--update-baseline) ;;
+"") ;;
+*)
+	echo "usage: scripts/bench-regress.sh [--update]" >&2
+	exit 2
+	;;
+esac
+N=${N:-2000}
+TRIES=${TRIES:-3}
+
+cd "$(dirname "$0")/.."
+BASELINE=${BASELINE:-scripts/bench-baseline.json}
+if [ -z "${BIN:-}" ]; then
+	BIN=$(mktemp -d)/shareai
+	go build -o "$BIN" ./cmd/shareai
+fi
+# The network is the one bench starts, not one the environment points at.
+unset OPENAI_BASE_URL OPENAI_API_KEY
+
+regressed=()
+for stream in false true; do
+	for c in 50 1; do
+		load="stream=$stream c=$c n=$N"
+		echo "== $load"
+		if ! "$BIN" bench --compare mock -n "$N" -c "$c" --stream="$stream" --tries "$TRIES" --baseline "$BASELINE" "${update[@]}"; then
+			regressed+=("$load")
+		fi
+		echo
+	done
+done
+
+if [ ${#regressed[@]} -gt 0 ]; then
+	echo "bench-regress: FAILED for ${regressed[*]}: the network's CPU per request is more than 25% above $BASELINE's figure for this machine class (or bench failed: see above)." >&2
+	echo "If the cost is wanted, record the new figures with scripts/bench-regress.sh --update and commit $BASELINE." >&2
+	exit 1
+fi
+if [ ${#update[@]} -gt 0 ]; then
+	echo "bench-regress: recorded this machine's figures in $BASELINE; commit it." >&2
+else
+	echo "bench-regress: ok" >&2
+fi
