@@ -267,12 +267,14 @@ func (c *Core) matchRequest(r *Request, model, sort string) matcher.Request {
 		Tier: r.tier, Multiplier: c.multiplier(r), Batch: r.Batch}
 }
 
-// match takes a slot on the best node for mreq among ix's, or says why none has one free.
+// match takes a slot on the best node for mreq among ix's, or says why none has one free: by
+// the default auction's walk when the preferences keep its order, else by the ranking's walk
+// of the index's order for them.
 func match(mreq matcher.Request, ix *matcher.Index) (matcher.Candidate, error) {
 	if matcher.Walkable(mreq.Prefs) && !mreq.Batch { // batch work ranks idle nodes first
 		return ix.Pick(mreq)
 	}
-	return matcher.Match(mreq, ix.Candidates()).Pick()
+	return ix.Take(mreq)
 }
 
 // hold reserves the most the request may cost on the node picked, funding the account first

@@ -25,31 +25,114 @@ func fleetOf(n int) []Candidate {
 	return cs
 }
 
-func BenchmarkMatch_100k(b *testing.B) {
-	cands := fleetOf(100_000)
-	for _, bc := range []struct {
-		name  string
-		prefs Prefs
-	}{
-		{"default", Prefs{}},
-		{"eu_maxprice_latency", Prefs{Regions: []string{"eu"}, MaxPrice: PriceCap{Prompt: ptr(usd("0.2"))}, Sort: SortLatency}},
-		{"order_strict", Prefs{Order: []string{"node-5", "acct-7"}, AllowFallbacks: ptr(false)}},
-	} {
+// decisionCase is one benchmarked decision: preferences over a fleet.
+type decisionCase struct {
+	name  string
+	prefs Prefs
+	none  bool // no node is eligible: the decision is a NoProvider
+}
+
+// benchDecisions runs each case's decision (decide: as the core makes it) on one index of
+// cands, reporting its p50 and p99 in µs, measured decision by decision.
+func benchDecisions(b *testing.B, cands []Candidate, cases []decisionCase) {
+	ix := NewIndex(cands)
+	for _, bc := range cases {
 		b.Run(bc.name, func(b *testing.B) {
 			rng := seeded()
+			req := Request{Model: model, Prefs: bc.prefs, Rand: rng}
+			if _, err := decide(ix, req); (err != nil) != bc.none { // and build what the index builds at its first use
+				b.Fatalf("decision: %v", err)
+			}
+			times := make([]time.Duration, 0, 1<<16)
 			b.ReportAllocs()
 			for b.Loop() {
-				r := Match(Request{Model: model, Prefs: bc.prefs, Rand: rng}, cands)
-				if _, err := r.Pick(); err != nil {
+				start := time.Now()
+				_, err := decide(ix, req)
+				times = append(times, time.Since(start))
+				if (err != nil) != bc.none {
 					b.Fatal(err)
 				}
 			}
+			slices.Sort(times)
+			b.ReportMetric(float64(times[len(times)/2].Nanoseconds())/1000, "p50-µs")
+			b.ReportMetric(float64(times[len(times)*99/100].Nanoseconds())/1000, "p99-µs")
 		})
 	}
 }
 
-// BenchmarkMatch_FleetSize is one decision (match and pick, default preferences) at 1k, 10k
-// and 100k nodes serving the model, with its p50 and p99 in µs.
+// BenchmarkMatch_100k is one decision at 100,000 nodes serving the model, by each sort and
+// preference, as the core makes it (decide), with its p50 and p99 in µs.
+func BenchmarkMatch_100k(b *testing.B) {
+	benchDecisions(b, fleetOf(100_000), []decisionCase{
+		{name: "default", prefs: Prefs{}},
+		{name: "price", prefs: Prefs{Sort: SortPrice}},
+		{name: "latency", prefs: Prefs{Sort: SortLatency}},
+		{name: "throughput", prefs: Prefs{Sort: SortThroughput}},
+		{name: "order", prefs: Prefs{Order: []string{"acct-7", "acct-8"}}},
+		{name: "order_strict", prefs: Prefs{Order: []string{"node-5", "acct-7"}, AllowFallbacks: ptr(false)}},
+		{name: "session", prefs: Prefs{Order: []string{"node-99"}, Sort: SortLatency}}, // a session's last node first
+		{name: "preferred_max_latency", prefs: Prefs{PreferredMaxLatency: 300 * time.Millisecond}},
+		{name: "eu_maxprice_latency", prefs: Prefs{Regions: []string{"eu"}, MaxPrice: PriceCap{Prompt: ptr(usd("0.2"))}, Sort: SortLatency}},
+	})
+}
+
+// BenchmarkMatch_100k_Hard is one decision at 100,000 nodes where filters or load leave few
+// of the best eligible, as the core makes it, with its p50 and p99 in µs.
+func BenchmarkMatch_100k_Hard(b *testing.B) {
+	cands := fleetOf(100_000)
+	for i := 0; i < len(cands); i += 10_000 {
+		cands[i].Region = "br" // 10 nodes in Brazil
+	}
+	benchDecisions(b, cands, []decisionCase{
+		{name: "default", prefs: Prefs{}},
+		{name: "rare_region_latency", prefs: Prefs{Regions: []string{"br"}, Sort: SortLatency}},
+		{name: "rare_region_price", prefs: Prefs{Regions: []string{"br"}}},
+		{name: "tight_maxprice_latency", prefs: Prefs{MaxPrice: PriceCap{Prompt: ptr(usd("0.051"))}, Sort: SortLatency}}, // 1% of nodes
+		{name: "min_reliability_throughput", prefs: Prefs{MinReliability: ptr(0.999), Sort: SortThroughput}},             // 0.5%
+		{name: "tiny_preferred_max_latency", prefs: Prefs{PreferredMaxLatency: 10 * time.Millisecond}},                   // 0.1% quicker
+		{name: "none_eligible", prefs: Prefs{Regions: []string{"gb"}}, none: true},
+	})
+}
+
+// BenchmarkMatch_100k_Worst is one decision at 100,000 nodes in cases the index cannot
+// bound: a fleet 99% busy (every walk checks the busy nodes before the free ones, live), and
+// two filters that each let half the fleet through but together only 20 nodes (the walk
+// reads the smaller of the two sets).
+func BenchmarkMatch_100k_Worst(b *testing.B) {
+	busy := fleetOf(100_000)
+	for i := range busy {
+		if i%100 != 0 {
+			busy[i].Running = busy[i].MaxConcurrent
+		}
+	}
+	b.Run("busy", func(b *testing.B) {
+		benchDecisions(b, busy, []decisionCase{
+			{name: "default", prefs: Prefs{}},
+			{name: "latency", prefs: Prefs{Sort: SortLatency}},
+			{name: "order", prefs: Prefs{Order: []string{"node-99"}}},
+		})
+	})
+	split := fleetOf(100_000)
+	for i := range split {
+		split[i].Region = "us"
+		if i%2 == 0 {
+			split[i].Region = "de"
+			split[i].InputPrice = usd("0.3") // over the cap but for 20 of them
+		}
+		if i%5000 == 0 {
+			split[i].InputPrice = usd("0.1")
+		}
+	}
+	b.Run("split", func(b *testing.B) {
+		benchDecisions(b, split, []decisionCase{
+			{name: "default", prefs: Prefs{}},
+			{name: "eu_maxprice_latency", prefs: Prefs{Regions: []string{"eu"}, MaxPrice: PriceCap{Prompt: ptr(usd("0.2"))}, Sort: SortLatency}},
+		})
+	})
+}
+
+// BenchmarkMatch_FleetSize is one decision by the scan (Match and Pick, default preferences)
+// at 1k, 10k and 100k nodes serving the model, with its p50 and p99 in µs.
 func BenchmarkMatch_FleetSize(b *testing.B) {
 	for _, n := range []int{1_000, 10_000, 100_000} {
 		cands := fleetOf(n)
@@ -68,6 +151,36 @@ func BenchmarkMatch_FleetSize(b *testing.B) {
 			slices.Sort(times)
 			b.ReportMetric(float64(times[len(times)/2].Nanoseconds())/1000, "p50-µs")
 			b.ReportMetric(float64(times[len(times)*99/100].Nanoseconds())/1000, "p99-µs")
+		})
+	}
+}
+
+// BenchmarkIndexOrders_100k is building each order the walk reads, for an index of 100,000
+// nodes: a sort's (price, latency or throughput), the ids' (for order and only), a
+// threshold's (an attribute's order and its levels in a sort's) and the countries' members.
+// An index builds each at the first decision that needs it, and the core builds an index
+// again at most every 250 ms (core/candidates.go).
+func BenchmarkIndexOrders_100k(b *testing.B) {
+	cands := fleetOf(100_000)
+	si := newSortIndex(cands, byLatency, nil)
+	ix := NewIndex(cands)
+	for _, bc := range []struct {
+		name  string
+		build func()
+	}{
+		{"sort", func() { newSortIndex(cands, byLatency, nil) }},
+		{"sort_price", func() { newSortIndex(ix.cands, byPrice, ix.byPrice) }},
+		{"ids", func() { (&sortIndex{order: si.order}).idPlaces(newIDIndex(cands)) }},
+		{"threshold", func() {
+			(&sortIndex{order: si.order}).levelsOf(newAttrOrder(cands, attrInput), attrInput, prefix)
+		}},
+		{"countries", func() { (&Index{cands: cands}).countryMembers() }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				bc.build()
+			}
 		})
 	}
 }

@@ -2,6 +2,7 @@ package matcher
 
 import (
 	"cmp"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -14,17 +15,62 @@ import (
 // preferences that keep that order — sort by price, no order list, no preferred latency — Pick
 // walks from the best group and stops in the first where it takes a slot, at most one
 // eligible node past the first it finds, so a decision costs about as many checks as there
-// are better but ineligible nodes, not one per node of the fleet. Other preferences use Match
-// over Candidates.
+// are better but ineligible nodes, not one per node of the fleet. For other preferences,
+// Match and Take walk the index's order for the request's sort (walk.go).
 //
-// An Index is read-only once built, but for the rotation that spreads decisions over a group,
-// and may be shared by concurrent decisions.
+// An Index is read-only once built, but for the rotation that spreads decisions over a group
+// and the orders it builds at their first use (once each), and may be shared by concurrent
+// decisions.
 type Index struct {
 	cands  []Candidate
 	groups []int // start of each group, then len(cands)
 
 	seed sync.Once
 	turn atomic.Uint64 // the last decision's place in the rotation
+
+	// The orders Match walks (walk.go, order.go), each built at its first use.
+	sorts [numSorts]lazy[*sortIndex]
+	// byPrice is the candidate numbers by standing and effective price, as NewIndex sorted
+	// them: the price order's start.
+	byPrice []int32
+	ids     lazy[*idIndex]
+	attrs   [numAttrs]lazy[*attrOrder]
+	// countries holds each country's candidate numbers, live or not (regionIndex).
+	countries lazy[*[26 * 26][]int32]
+}
+
+// countryMembers returns each country's candidates, by number.
+func (ix *Index) countryMembers() *[26 * 26][]int32 {
+	return ix.countries.get(func() *[26 * 26][]int32 {
+		var m [26 * 26][]int32
+		for i := range ix.cands {
+			if r := regionIndex(ix.cands[i].Region); r >= 0 {
+				m[r] = append(m[r], int32(i))
+			}
+		}
+		return &m
+	})
+}
+
+// sorted returns the candidates' order for sort s.
+func (ix *Index) sorted(s int) *sortIndex {
+	return ix.sorts[s].get(func() *sortIndex {
+		var presorted []int32
+		if s == byPrice {
+			presorted = ix.byPrice
+		}
+		return newSortIndex(ix.cands, s, presorted)
+	})
+}
+
+// idNumbers returns the numbers of the candidates' node and provider ids.
+func (ix *Index) idNumbers() *idIndex {
+	return ix.ids.get(func() *idIndex { return newIDIndex(ix.cands) })
+}
+
+// attrOrder returns the candidates' order by attribute a.
+func (ix *Index) attrOrder(a int) *attrOrder {
+	return ix.attrs[a].get(func() *attrOrder { return newAttrOrder(ix.cands, a) })
 }
 
 // NewIndex sorts a copy of cands and groups them. A group starts at the cheapest node not in
@@ -46,6 +92,7 @@ func NewIndex(cands []Candidate) *Index {
 		return cmp.Or(cmp.Compare(a.standing, b.standing), cmp.Compare(a.price, b.price), cmp.Compare(a.i, b.i))
 	})
 	ix := &Index{cands: make([]Candidate, 0, len(cands))}
+	at := make([]int32, len(cands)) // by the number in cands: the number in ix.cands
 	for start := 0; start < len(ks); {
 		end := start + 1
 		for end < len(ks) && ks[end].standing == ks[start].standing && near(ks[start].price, ks[end].price) {
@@ -56,6 +103,7 @@ func NewIndex(cands []Candidate) *Index {
 		ix.groups = append(ix.groups, group)
 		for _, k := range ks[start:end] {
 			if cands[k.i].Warm {
+				at[k.i] = int32(len(ix.cands))
 				ix.cands = append(ix.cands, cands[k.i])
 			}
 		}
@@ -64,12 +112,17 @@ func NewIndex(cands []Candidate) *Index {
 		}
 		for _, k := range ks[start:end] {
 			if !cands[k.i].Warm {
+				at[k.i] = int32(len(ix.cands))
 				ix.cands = append(ix.cands, cands[k.i])
 			}
 		}
 		start = end
 	}
 	ix.groups = append(ix.groups, len(ix.cands))
+	ix.byPrice = make([]int32, len(ks))
+	for j, k := range ks {
+		ix.byPrice[j] = at[k.i]
+	}
 	return ix
 }
 
@@ -89,8 +142,14 @@ func Walkable(p Prefs) bool {
 // that are Walkable: of the first group with an eligible node that has a free slot (so its
 // effective price is within the tolerance of the best eligible node's), a node chosen by take.
 // When nothing is eligible, the error is a *NoProvider counting each node's reason.
+//
+// Preferences that allow only a few of many nodes (a region with few of them, a short only
+// list) are walked as Take walks them: through the nodes they allow, not past all the others.
 func (ix *Index) Pick(req Request) (Candidate, error) {
 	f := newFilter(req)
+	if ix.narrow(&f) {
+		return ix.Take(req)
+	}
 	var counts [numReasons]int
 	turn := ix.next(req.Rand)
 	for g := 0; g+1 < len(ix.groups); g++ {
@@ -101,6 +160,41 @@ func (ix *Index) Pick(req Request) (Candidate, error) {
 	}
 	return Candidate{}, newNoProvider(req.Model, len(ix.cands), &counts, req.Prefs.Regions)
 }
+
+// narrow reports whether the only list or regions of f allow at most 1/narrowShare of a fleet
+// of more than smallSpan nodes.
+func (ix *Index) narrow(f *filter) bool {
+	p := &f.p
+	if len(p.Only) == 0 && len(p.Regions) == 0 || len(ix.cands) <= smallSpan {
+		return false
+	}
+	limit := len(ix.cands) / narrowShare
+	if len(p.Regions) > 0 {
+		n, members := 0, ix.countryMembers()
+		for w, word := range f.regions {
+			for ; word != 0; word &= word - 1 {
+				n += len(members[w*64+bits.TrailingZeros64(word)])
+			}
+		}
+		if n <= limit {
+			return true
+		}
+	}
+	if len(p.Only) == 0 {
+		return false
+	}
+	n, x := 0, ix.idNumbers()
+	for _, id := range p.Only {
+		if k, ok := x.num[id]; ok {
+			n += int(x.count[k])
+		}
+	}
+	return n <= limit
+}
+
+// narrowShare: see narrow. The group walk meets about narrowShare ineligible nodes for each
+// eligible one at that share: a few hundred nanoseconds.
+const narrowShare = 32
 
 // next returns a decision's place in the rotation: the index's first decision draws it at
 // random, each later one is one further, so that successive decisions start their walk of a

@@ -56,18 +56,31 @@ type Request struct {
 // Ranking is the outcome of Match: the best eligible candidates in order, and counts of why
 // the others are not eligible. Its memory does not grow with the number of candidates.
 type Ranking struct {
-	Model    string
-	Serving  int // candidates considered
-	Eligible int // of those, eligible when matched
+	Model   string
+	Serving int // candidates considered
+	// Eligible is how many of those were eligible when matched. A ranking by an Index's walk
+	// (Index.Match), which looks only at the best, counts them once Pick finds none left.
+	Eligible int
 
 	req     Request
 	cands   []Candidate
 	f       filter
 	reasons [numReasons]int
-	top     [MaxDepth]entry // best first once scanned
+	top     []entry // best first once filled: buf, or for a depth over it its own
+	buf     [DefaultDepth]entry
+	ready   int // of top, the entries ranked (a walk adds them run by run: extend)
 	n, next int
 	walked  map[int]bool // candidates walked past by Pick, once it scans again
 	failed  int          // candidates Pick found busy
+
+	// ix and si, for a ranking of an Index's candidates, are the index and its order for the
+	// sort: ties rank by their rotation in it (rankKey.rot). walks: the ranking walks si's
+	// order instead of scanning every candidate (walk.go).
+	ix      *Index
+	si      *sortIndex
+	walks   bool
+	w       walker
+	streams [4]stream // the walk's merger's, while they are enough
 }
 
 type entry struct {
@@ -84,7 +97,11 @@ type rankKey struct {
 	secondary float64 // effective price, when the sort is not by price
 	load      float64 // running / max slots
 	cold      bool
-	rnd       uint64 // spreads equal nodes
+	// rot orders nodes equal in all the above, as an Index's walk can: their place in the
+	// index's group of equal nodes, rotated by the decision's draw (rotation). 0 in a Match
+	// without an index, where rnd alone orders them.
+	rot uint64
+	rnd uint64 // spreads equal nodes: distinct for each candidate of a decision (tieRand)
 }
 
 func (a *rankKey) less(b *rankKey) bool {
@@ -97,8 +114,14 @@ func (a *rankKey) less(b *rankKey) bool {
 		return a.primary < b.primary
 	case a.secondary != b.secondary:
 		return a.secondary < b.secondary
+	case a.load != b.load:
+		return a.load < b.load
+	case a.cold != b.cold:
+		return !a.cold
+	case a.rot != b.rot:
+		return a.rot < b.rot
 	}
-	return a.lessTie(b)
+	return a.rnd < b.rnd
 }
 
 // lessTie orders candidates that rank equal: the least loaded first, then warm before cold,
@@ -136,23 +159,59 @@ func (a *rankKey) lessTie(b *rankKey) bool {
 // Only the best Depth are sorted: Match is one pass over the candidates, and the nodes it
 // spreads over are those of the best Depth that are near the best.
 //
-// The ranking is on the heap: it holds its best entries inline (a few KiB), which on the
-// stack would grow the goroutine of every request, streams held open included.
+// The ranking is on the heap: it holds its best entries inline (about a KiB at the default
+// depth), which on the stack would grow the goroutine of every request, streams held open
+// included.
 func Match(req Request, cands []Candidate) *Ranking {
 	r := &Ranking{Model: req.Model, Serving: len(cands), req: req, cands: cands}
 	r.f = newFilter(req)
-	r.scan(true)
+	r.fill(true)
 	return r
 }
 
-// scan fills top with the best candidates not walked, counting reasons if count.
-func (r *Ranking) scan(count bool) {
+// fill fills top with the best candidates not walked, best first: by walking the index's
+// order (as far as Pick needs, extend), or by scanning them all (counting reasons if count).
+func (r *Ranking) fill(count bool) {
+	if r.top == nil {
+		if d := r.depth(); d <= len(r.buf) {
+			r.top = r.buf[:d]
+		} else {
+			r.top = make([]entry, d)
+		}
+	}
+	r.n, r.next, r.ready = 0, 0, 0
+	draw := r.rand() // one draw a fill: rankKey.rot and rnd derive from it
+	if r.walks {
+		// The walk adds entries best first, and only as far as Pick needs them.
+		r.startWalk(draw)
+		r.extend()
+		return
+	}
+	r.scan(draw, count)
+	// Sort best first. The keys are distinct (rnd is), so the order is the same whatever
+	// the order top was filled in.
+	slices.SortFunc(r.top[:r.n], func(a, b entry) int {
+		if a.k.less(&b.k) {
+			return -1
+		}
+		return 1
+	})
+	even(r.top[:r.n])
+	r.ready = r.n
+}
+
+// depth is how many candidates the ranking keeps.
+func (r *Ranking) depth() int {
 	depth := r.req.Depth
 	if depth <= 0 {
 		depth = DefaultDepth
 	}
-	depth = min(depth, MaxDepth)
-	r.n, r.next = 0, 0
+	return min(depth, MaxDepth)
+}
+
+// scan puts the best candidates not walked in top, counting reasons if count.
+func (r *Ranking) scan(draw uint64, count bool) {
+	depth := r.depth()
 	for i := range r.cands {
 		if r.walked != nil && r.walked[i] {
 			continue
@@ -176,20 +235,25 @@ func (r *Ranking) scan(count bool) {
 			continue // cannot beat the worst kept: skip computing its key
 		}
 		r.f.key(c, pos, &k)
-		k.rnd = r.rand()
+		k.rnd = tieRand(draw, i)
+		if r.si != nil {
+			k.rot = r.si.rot(i, draw)
+		}
 		r.push(entry{int32(i), k}, depth)
 	}
-	// Sort the heap best first.
-	slices.SortFunc(r.top[:r.n], func(a, b entry) int {
-		if a.k.less(&b.k) {
-			return -1
-		}
-		return 1
-	})
-	even(r.top[:r.n])
 }
 
 func (r *Ranking) rand() uint64 { return random(r.req.Rand) }
+
+// tieRand is candidate i's random tie-break in a decision that drew draw: the i-th output of
+// a SplitMix64 stream seeded by draw, distinct for each i (SplitMix64's mix is a bijection),
+// so that any two candidates compare the same however they are found, scanned or walked.
+func tieRand(draw uint64, i int) uint64 {
+	z := draw + uint64(i+1)*0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
 
 // even reorders entries sorted best first so that those the tolerance makes equal rank by
 // lessTie: a run of entries of the same tier and standing whose primary measure is near the
@@ -283,7 +347,16 @@ func (r *Ranking) push(e entry, depth int) {
 }
 
 // Len returns how many ranked candidates remain to Pick from before the ranking scans again.
-func (r *Ranking) Len() int { return r.n - r.next }
+func (r *Ranking) Len() int {
+	r.complete()
+	return r.n - r.next
+}
+
+// complete ranks all that a walk's ranking would hold before Pick needs them.
+func (r *Ranking) complete() {
+	for r.walks && r.extend() {
+	}
+}
 
 // Best returns the ranked candidates not yet walked by Pick, best first, for inspection.
 func (r *Ranking) Best() []Candidate {
@@ -307,7 +380,7 @@ func (r *Ranking) Pick() (Candidate, error) {
 
 func (r *Ranking) pick() (Candidate, *NoProvider) {
 	for {
-		for r.next < r.n {
+		for r.next < r.ready {
 			e := r.top[r.next]
 			r.next++
 			c := r.cands[e.i]
@@ -316,9 +389,12 @@ func (r *Ranking) pick() (Candidate, *NoProvider) {
 			}
 			r.failed++
 		}
+		if r.walks && r.extend() {
+			continue // the walk's next run
+		}
 		walked := len(r.walked) + r.n
-		if r.n == 0 || walked >= r.Eligible {
-			break
+		if r.n == 0 || !r.walks && walked >= r.Eligible || r.walks && r.n < r.depth() {
+			break // a walk that found fewer than it keeps found all
 		}
 		// Every kept candidate was walked and more are eligible: rank those.
 		if r.walked == nil {
@@ -327,7 +403,10 @@ func (r *Ranking) pick() (Candidate, *NoProvider) {
 		for _, e := range r.top[:r.n] {
 			r.walked[int(e.i)] = true
 		}
-		r.scan(false)
+		r.fill(false)
+	}
+	if r.walks {
+		r.count()
 	}
 	// Every eligible candidate was walked: found busy, or taken by an earlier Pick.
 	counts := r.reasons

@@ -139,7 +139,7 @@ func TestMatch_Rank(t *testing.T) {
 	}{
 		{name: "cheapest first", cands: []Candidate{cand("a", ask("1", "1")), cand("b", ask("0.1", "0.2")), cand("c", ask("0.5", "0.5"))},
 			want: []string{"b", "c", "a"}},
-		{name: "input and output asks add up", cands: []Candidate{cand("a", ask("0.1", "2")), cand("b", ask("1", "1"))},
+		{name: "input and output asks add up", cands: []Candidate{cand("a", ask("0.1", "2.5")), cand("b", ask("1", "1"))},
 			want: []string{"b", "a"}},
 		{name: "$1 at 0.5 reliability loses to $1.5 at 1.0",
 			cands: []Candidate{cand("flaky", ask("0.5", "0.5"), reliability(0.5)), cand("solid", ask("0.75", "0.75"))},
@@ -147,7 +147,7 @@ func TestMatch_Rank(t *testing.T) {
 		{name: "$0.9 at 0.5 reliability beats $2 at 1.0", cands: []Candidate{cand("flaky", ask("0.45", "0.45"), reliability(0.5)), cand("solid", ask("1", "1"))},
 			want: []string{"flaky", "solid"}},
 		{name: "reliability floor keeps a free unreliable node last but ranked",
-			cands: []Candidate{cand("zero", ask("0.01", "0"), reliability(0)), cand("ok", ask("0.1", "0.1"))},
+			cands: []Candidate{cand("zero", ask("0.011", "0"), reliability(0)), cand("ok", ask("0.1", "0.1"))},
 			want:  []string{"ok", "zero"}},
 		{name: "latency, unknown last", prefs: Prefs{Sort: SortLatency},
 			cands: []Candidate{cand("unknown", ask("1", "1")), cand("far", lat(80*time.Millisecond, 200*time.Millisecond)),
