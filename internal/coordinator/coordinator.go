@@ -354,15 +354,18 @@ func (c *Coordinator) nodeSamples() []metrics.NodeSample {
 // slots of each model that this replica's nodes hold open, busy and free, and the batch jobs
 // it runs: the share of idle slot-time that batches fill is read from them.
 func (c *Coordinator) sampleSlots(ctx context.Context) {
+	last := time.Now()
 	t := time.NewTicker(c.cfg.SlotSampleEvery)
 	defer t.Stop()
-	last := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
-			dt := now.Sub(last).Seconds()
+		case <-t.C:
+			// The time read now, not the tick's: a tick may carry the time it was due, before
+			// a late start or the previous sample.
+			now := time.Now()
+			dt := max(now.Sub(last), 0).Seconds()
 			slots, batch := c.Fleet.OpenSlots(), c.Core.BatchJobs()
 			for model, s := range slots {
 				c.Metrics.SlotTime(model, s.Busy, s.Free, batch[model], dt)
