@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/shareai/shareai/internal/api"
@@ -388,6 +389,17 @@ func (s *sharedLimiter) read(kv jetstream.KeyValue, sk *sharedKey) error {
 	ctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
 	defer cancel()
 	e, err := kv.Get(ctx, sk.name)
+	// A bucket's stream answers no one for a moment while its servers elect a leader (a
+	// cluster that just started, or lost one): try again within the timeout.
+	for wait := 5 * time.Millisecond; errors.Is(err, nats.ErrNoResponders); wait *= 2 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+			e, err = kv.Get(ctx, sk.name)
+			continue
+		}
+		break
+	}
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
 		sk.st, sk.rev = sharedState{}, 0

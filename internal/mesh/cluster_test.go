@@ -315,6 +315,7 @@ func TestCluster_RollingRestart(t *testing.T) {
 	client := openai.NewClient(option.WithBaseURL(lb.URL+"/v1/"), option.WithAPIKey(env.APIKey), option.WithMaxRetries(4))
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	t.Cleanup(func() { stop(); wg.Wait() }) // a failed restart ends the test, not the load's logging
 	var served, failed atomic.Int64
 	for w := range 4 {
 		wg.Go(func() {
@@ -333,6 +334,9 @@ func TestCluster_RollingRestart(t *testing.T) {
 					}
 				}
 				if err != nil {
+					if ae, ok := errors.AsType[*openai.Error](err); ok {
+						err = fmt.Errorf("%w: %s", err, ae.RawJSON())
+					}
 					t.Errorf("%s: %v", prompt, err)
 					failed.Add(1)
 				} else {

@@ -70,7 +70,7 @@ type Mesh struct {
 	cfg  Config
 	nc   *nats.Conn
 	log  *slog.Logger
-	kv   jetstream.KeyValue
+	kv   atomic.Pointer[jetstream.KeyValue] // the fleet's bucket, once Run has set it up
 	subs []*nats.Subscription
 
 	mu      sync.Mutex
@@ -87,6 +87,14 @@ type Mesh struct {
 // it started watching, and its own nodes published. Until then it is not ready for buyers
 // (/readyz): it would refuse requests the network can serve.
 func (m *Mesh) Ready() bool { return m.ready.Load() }
+
+// bucket is the fleet's bucket, nil until Run has set it up.
+func (m *Mesh) bucket() jetstream.KeyValue {
+	if kv := m.kv.Load(); kv != nil {
+		return *kv
+	}
+	return nil
+}
 
 // grant is a slot this replica granted another, until its job comes.
 type grant struct {
@@ -114,13 +122,12 @@ func New(cfg Config) *Mesh {
 func (m *Mesh) subject(replica, what string) string { return "shareai.mesh." + replica + "." + what }
 
 // Run serves this replica's nodes to the others and keeps the view of theirs until ctx is
-// done.
+// done. When the bus cannot set up the fleet's bucket or its watch (a NATS request timed out:
+// JetStream answers slowly under load, or is electing a leader), it tries again, backing off
+// to setupRetryMax, rather than leave the replica blind to the others for good; it is not
+// ready (Ready) meanwhile. It returns an error only when it cannot subscribe to its own
+// subjects.
 func (m *Mesh) Run(ctx context.Context) error {
-	kv, err := m.cfg.Bus.KeyValue(ctx, Bucket, bucketTTL, m.cfg.Replicas)
-	if err != nil {
-		return err
-	}
-	m.kv = kv
 	for what, h := range map[string]nats.MsgHandler{"slot": m.onSlot, "release": m.onRelease, "job": m.onJob, "ctl": m.onControl} {
 		sub, err := m.nc.Subscribe(m.subject(m.cfg.Replica, what), h)
 		if err != nil {
@@ -131,6 +138,37 @@ func (m *Mesh) Run(ctx context.Context) error {
 	if err := m.nc.Flush(); err != nil {
 		return fmt.Errorf("mesh: %w", err)
 	}
+	wait := setupRetryMin
+	for {
+		err := m.watch(ctx)
+		if err == nil || ctx.Err() != nil {
+			return nil
+		}
+		m.log.Warn("mesh: cannot watch the fleet's bucket; trying again: until then this replica neither shares its nodes nor sees the others'",
+			"err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, setupRetryMax)
+	}
+}
+
+// How long Run waits before it sets up the bucket's watch again, doubling from the first.
+const (
+	setupRetryMin = 100 * time.Millisecond
+	setupRetryMax = 5 * time.Second
+)
+
+// watch sets up the fleet's bucket and its watch, then publishes this replica's nodes and
+// keeps the view of the others' until ctx is done (nil), or the setup fails.
+func (m *Mesh) watch(ctx context.Context) error {
+	kv, err := m.cfg.Bus.KeyValue(ctx, Bucket, bucketTTL, m.cfg.Replicas)
+	if err != nil {
+		return err
+	}
+	m.kv.Store(&kv)
 	watch, err := kv.WatchAll(ctx)
 	if err != nil {
 		return fmt.Errorf("mesh: watch %s: %w", Bucket, err)
@@ -168,7 +206,7 @@ func (m *Mesh) Run(ctx context.Context) error {
 // nodes for gone (not failed) and wait for them to connect to another replica, where they
 // continue the answers.
 func (m *Mesh) Leave() {
-	if m.leaving.Swap(true) || m.kv == nil {
+	if m.leaving.Swap(true) || m.bucket() == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -65,7 +65,7 @@ func (m *Mesh) publish(ctx context.Context, published map[string]bool) {
 			continue
 		}
 		pctx, cancel := context.WithTimeout(ctx, requestWait)
-		_, err = m.kv.Put(pctx, nodeKey(n.ID), b)
+		_, err = m.bucket().Put(pctx, nodeKey(n.ID), b)
 		cancel()
 		if err != nil {
 			m.log.Warn("mesh: publish a node", "node", n.ID, "err", err)
@@ -86,7 +86,7 @@ func (m *Mesh) publish(ctx context.Context, published map[string]bool) {
 func (m *Mesh) withdraw(ctx context.Context, id string) {
 	ctx, cancel := context.WithTimeout(ctx, requestWait)
 	defer cancel()
-	e, err := m.kv.Get(ctx, nodeKey(id))
+	e, err := m.bucket().Get(ctx, nodeKey(id))
 	if err != nil {
 		return
 	}
@@ -94,7 +94,7 @@ func (m *Mesh) withdraw(ctx context.Context, id string) {
 	if json.Unmarshal(e.Value(), &rec) != nil || rec.Owner != m.cfg.Replica {
 		return
 	}
-	m.kv.Delete(ctx, nodeKey(id), jetstream.LastRevision(e.Revision()))
+	m.bucket().Delete(ctx, nodeKey(id), jetstream.LastRevision(e.Revision()))
 }
 
 // onEntry takes a change of the bucket into the fleet's view.
