@@ -16,7 +16,9 @@ import (
 // pays for one commit (one disk flush) and a handful of statements per batch rather than per
 // request. Every item is checked before anything is written, so an item refused for a reason
 // of its own (a limit, a hold already closed) writes nothing and leaves the others alone; an
-// unexpected database error fails the whole batch.
+// unexpected database error fails the whole batch. On SQLite, whose writes run one at a time,
+// the ledger commits its holds, settlements and checkpoints queued together in one
+// transaction (Commit).
 
 // PlaceHold reserves h.Amount within the buyer's balance and spend caps.
 func (db *DB) PlaceHold(ctx context.Context, h *store.Hold) error {
@@ -27,17 +29,69 @@ func (db *DB) PlaceHold(ctx context.Context, h *store.Hold) error {
 // holds before it left them. SQLite's write transactions are exclusive; on PostgreSQL each
 // buyer's ledger row is locked before it is read, so holds of one account never interleave.
 func (db *DB) PlaceHolds(ctx context.Context, hs []*store.Hold) []error {
-	errs := make([]error, len(hs))
-	err := db.write(ctx, func(tx *sql.Tx) error {
-		clear(errs)
-		return db.placeHolds(ctx, tx, hs, errs)
+	errs, _, _ := db.Commit(ctx, &store.Writes{Holds: hs})
+	return errs
+}
+
+// Settle closes holds in one transaction.
+func (db *DB) Settle(ctx context.Context, batch []*store.Settlement) []error {
+	_, errs, _ := db.Commit(ctx, &store.Writes{Settlements: batch})
+	return errs
+}
+
+// SerialWrites reports whether the database is SQLite, whose write transactions run one at a
+// time (BEGIN IMMEDIATE on one connection).
+func (db *DB) SerialWrites() bool { return db.dialect == sqliteDialect }
+
+// Commit places holds, settles and records checkpoints in one transaction, in that order. On
+// PostgreSQL it locks buyers' rows (the holds), then holds' rows and ledger rows (the
+// settlements), then holds' rows again (the checkpoints), each in a fixed order, but the
+// three orders together are not one: transactions that place holds and settle at once may
+// deadlock, and are retried.
+func (db *DB) Commit(ctx context.Context, w *store.Writes) (holds, settlements []error, checkpoints error) {
+	holds = make([]error, len(w.Holds))
+	settlements = make([]error, len(w.Settlements))
+	cps, err := encodeCheckpoints(w.Checkpoints)
+	if err != nil {
+		checkpoints = fmt.Errorf("checkpoint %d requests: %w", len(w.Checkpoints), err)
+		cps = nil
+	}
+	if len(w.Holds) == 0 && len(w.Settlements) == 0 && len(cps) == 0 {
+		return holds, settlements, checkpoints
+	}
+	var made []string // ledger accounts the settlements created
+	err = db.writeRetrying(ctx, func(tx *sql.Tx) error {
+		clear(holds)
+		clear(settlements)
+		made = made[:0]
+		if len(w.Holds) > 0 {
+			if err := db.placeHolds(ctx, tx, w.Holds, holds); err != nil {
+				return err
+			}
+		}
+		if len(w.Settlements) > 0 {
+			if err := db.settle(ctx, tx, w.Settlements, settlements, &made); err != nil {
+				return err
+			}
+		}
+		return db.checkpointHolds(ctx, tx, cps)
 	})
 	if err != nil {
-		for i := range errs {
-			errs[i] = fmt.Errorf("place holds: %w", err)
+		for i := range holds {
+			holds[i] = fmt.Errorf("place holds: %w", err)
 		}
+		for i := range settlements {
+			settlements[i] = fmt.Errorf("settle: %w", err)
+		}
+		if len(cps) > 0 {
+			checkpoints = fmt.Errorf("checkpoint %d requests: %w", len(w.Checkpoints), err)
+		}
+		return holds, settlements, checkpoints
 	}
-	return errs
+	for _, acct := range made {
+		db.ensured.Store(acct, true)
+	}
+	return holds, settlements, checkpoints
 }
 
 type funds struct{ balance, held money.Nanos }
@@ -131,14 +185,7 @@ func (db *DB) placeHolds(ctx context.Context, tx *sql.Tx, hs []*store.Hold, errs
 		h := hs[i]
 		rows[j] = []any{h.RequestID, h.AccountID, h.KeyID, int64(h.Amount), formatWindows(held[i]), "open", millis(h.CreatedAt), h.Replica}
 	}
-	inserted := map[string]bool{}
-	err = db.insertRows(ctx, tx, `INSERT INTO holds (request_id, account_id, key_id, amount, windows, status, created_at, replica)`,
-		`ON CONFLICT (request_id) DO NOTHING RETURNING request_id`, rows, func(r *sql.Rows) error {
-			var id string
-			err := r.Scan(&id)
-			inserted[id] = true
-			return err
-		})
+	inserted, err := db.insertHolds(ctx, tx, rows)
 	if err != nil {
 		return err
 	}
@@ -150,6 +197,7 @@ func (db *DB) placeHolds(ctx context.Context, tx *sql.Tx, hs []*store.Hold, errs
 			errs[i] = fmt.Errorf("hold for request %s: %w", h.RequestID, store.ErrConflict)
 			continue
 		}
+		delete(inserted, h.RequestID) // a second hold of the request in the batch conflicts
 		heldDelta[buyerAccount(h.AccountID)] += h.Amount
 		for _, w := range held[i] {
 			windowDelta[w] += h.Amount
@@ -170,6 +218,49 @@ ON CONFLICT (scope, period, window_start) DO UPDATE SET held = spend_windows.hel
 		}
 	}
 	return nil
+}
+
+// holdsInsert begins the statement that inserts holds, the columns of placeHolds' rows.
+const holdsInsert = `INSERT INTO holds (request_id, account_id, key_id, amount, windows, status, created_at, replica)`
+
+// insertHolds inserts new holds' rows and returns the request ids it inserted; a request held
+// already is left as it was, and out of the result.
+func (db *DB) insertHolds(ctx context.Context, tx *sql.Tx, rows [][]any) (map[string]bool, error) {
+	inserted := make(map[string]bool, len(rows))
+	if db.dialect != sqliteDialect {
+		err := db.insertRows(ctx, tx, holdsInsert, `ON CONFLICT (request_id) DO NOTHING RETURNING request_id`, rows, func(r *sql.Rows) error {
+			var id string
+			err := r.Scan(&id)
+			inserted[id] = true
+			return err
+		})
+		return inserted, err
+	}
+	// SQLite's write transaction runs alone, so a read tells which requests are held already,
+	// and a plain INSERT costs less than one that returns rows.
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r[0].(string)
+	}
+	held := map[string]bool{}
+	err := db.inChunks(ctx, tx, `SELECT request_id FROM holds WHERE request_id IN `, ``, nil, ids, func(r *sql.Rows) error {
+		var id string
+		err := r.Scan(&id)
+		held[id] = true
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	fresh := make([][]any, 0, len(rows))
+	for _, r := range rows {
+		if id := r[0].(string); !held[id] {
+			held[id] = true // a second row of it in the batch is a conflict too
+			inserted[id] = true
+			fresh = append(fresh, r)
+		}
+	}
+	return inserted, db.insertRows(ctx, tx, holdsInsert, ``, fresh, nil)
 }
 
 // windowFunds returns a spend window's spent and held amounts, read once per batch.
@@ -205,22 +296,8 @@ type openHold struct {
 	amount                     money.Nanos
 }
 
-// Settle closes holds in one transaction.
-func (db *DB) Settle(ctx context.Context, batch []*store.Settlement) []error {
-	errs := make([]error, len(batch))
-	err := db.writeRetrying(ctx, func(tx *sql.Tx) error {
-		clear(errs)
-		return db.settle(ctx, tx, batch, errs)
-	})
-	if err != nil {
-		for i := range errs {
-			errs[i] = fmt.Errorf("settle: %w", err)
-		}
-	}
-	return errs
-}
-
-func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement, errs []error) error {
+// settle closes a batch's holds in tx, appending to made the ledger accounts it ensured.
+func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement, errs []error, made *[]string) error {
 	ids := make([]string, len(batch))
 	for i, s := range batch {
 		ids[i] = s.RequestID
@@ -312,9 +389,13 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 	}
 
 	for _, acct := range sortedKeys(ensure) {
+		if _, ok := db.ensured.Load(acct); ok {
+			continue
+		}
 		if err := db.ensureAccount(ctx, tx, acct, ensure[acct][0], ensure[acct][1]); err != nil {
 			return err
 		}
+		*made = append(*made, acct)
 	}
 	for status, list := range map[string][]string{"settled": settled, "voided": voided} {
 		if err := db.inChunks(ctx, tx, `UPDATE holds SET status = ?, closed_at = ? WHERE request_id IN `, ``, []any{status, at}, list, nil); err != nil {
