@@ -96,8 +96,7 @@ func parseWindows(s string) ([]window, error) {
 
 // OpenHolds lists the holds not yet closed, oldest first.
 func (db *DB) OpenHolds(ctx context.Context) ([]*store.Hold, error) {
-	rows, err := db.r.QueryContext(ctx, db.q(`SELECT `+holdColumns+` FROM holds
-WHERE status = 'open' ORDER BY created_at`))
+	rows, err := db.r.QueryContext(ctx, db.q(`SELECT `+holdColumns+` FROM open_holds ORDER BY created_at`))
 	if err != nil {
 		return nil, fmt.Errorf("open holds: %w", err)
 	}
@@ -113,7 +112,7 @@ WHERE status = 'open' ORDER BY created_at`))
 	return hs, rows.Err()
 }
 
-// holdColumns are the columns scanHold reads.
+// holdColumns are the columns of open_holds that scanHold reads.
 const holdColumns = `request_id, account_id, key_id, amount, created_at, replica, checkpoint`
 
 func scanHold(r *sql.Rows) (*store.Hold, error) {
@@ -166,7 +165,7 @@ func encodeCheckpoints(batch []*store.Settlement) ([]checkpoint, error) {
 // never wait for each other in a cycle. A hold closed meanwhile keeps its settlement.
 func (db *DB) checkpointHolds(ctx context.Context, tx *sql.Tx, cps []checkpoint) error {
 	for _, c := range cps {
-		if _, err := db.txExec(ctx, tx, `UPDATE holds SET checkpoint = ? WHERE request_id = ? AND status = 'open'`, c.bill, c.requestID); err != nil {
+		if _, err := db.txExec(ctx, tx, `UPDATE open_holds SET checkpoint = ? WHERE request_id = ?`, c.bill, c.requestID); err != nil {
 			return err
 		}
 	}
