@@ -1,6 +1,8 @@
 // Package ledger prices requests and moves the money: it places a hold for the most a request
 // can cost before it runs, bills what was delivered when it ends, and settles the bill in the
-// store in batches (group commit), each settlement still atomic. It also releases providers'
+// store in batches (group commit), each settlement still atomic; on a store whose writes run
+// one at a time (SQLite), the holds, settlements and checkpoints queued together commit in one
+// transaction. It also releases providers'
 // pending earnings when their settlement delay has passed, and closes holds left open by a
 // crash.
 //
@@ -56,11 +58,13 @@ type Config struct {
 
 // Ledger bills requests.
 type Ledger struct {
-	cfg         Config
-	log         *slog.Logger
-	holds       *batcher[*store.Hold]
-	settles     *batcher[*store.Settlement]
-	checkpoints *batcher[checkpoint]
+	cfg Config
+	log *slog.Logger
+	// The queues of holds, settlements and checkpoints. With a store whose writes run one at a
+	// time (SQLite), they are one queue, each batch of which commits in one transaction
+	// (store.Commit): the holds waiting, the settlements and checkpoints queued, all together.
+	// Otherwise (PostgreSQL) each commits its own batches, side by side with the others'.
+	holds, settles, checkpoints *batcher[write]
 
 	leaseMu sync.Mutex  // guards the lease against renewal racing its release at Close
 	leased  atomic.Bool // the lease was renewed once since New
@@ -91,10 +95,13 @@ func New(cfg Config) *Ledger {
 		cfg.LeaseRenew = cfg.LeaseTTL / 3
 	}
 	l := &Ledger{cfg: cfg, log: cfg.Log}
-	if cfg.Store != nil {
-		l.holds = newBatcher(l.placeHolds)
-		l.settles = newBatcher(l.settle)
-		l.checkpoints = newBatcher(l.commitCheckpoints)
+	switch {
+	case cfg.Store == nil:
+	case cfg.Store.SerialWrites():
+		q := newBatcher(l.commit)
+		l.holds, l.settles, l.checkpoints = q, q, q
+	default:
+		l.holds, l.settles, l.checkpoints = newBatcher(l.commit), newBatcher(l.commit), newBatcher(l.commit)
 	}
 	return l
 }
@@ -102,21 +109,48 @@ func New(cfg Config) *Ledger {
 // Replica returns the name of the replica the ledger places holds for.
 func (l *Ledger) Replica() string { return l.cfg.Replica }
 
-// placeHolds commits holds, counting them. The replica's lease is taken before its first
-// hold, so that no hold of a live replica ever looks like a dead one's.
-func (l *Ledger) placeHolds(ctx context.Context, hs []*store.Hold) []error {
-	if l.cfg.Replica != "" && !l.leased.Load() {
+// write is an item of the ledger's queues: a hold to place, a settlement, or a checkpoint.
+// Exactly one is set.
+type write struct {
+	hold       *store.Hold
+	settlement *store.Settlement
+	checkpoint *checkpoint
+}
+
+// commit commits a batch of writes in one store.Commit, counting the holds and settlements and
+// the money they move. The replica's lease is taken before its first hold, so that no hold of
+// a live replica ever looks like a dead one's. A settlement of a hold closed already
+// (store.ErrClosed) moved nothing and is not counted; a checkpoint whose request has ended is
+// dropped, the request's settlement saying more.
+func (l *Ledger) commit(ctx context.Context, ws []write) []error {
+	errs := make([]error, len(ws))
+	var w store.Writes
+	var holds, settlements, checkpoints []int // their places in ws
+	for i, x := range ws {
+		switch {
+		case x.hold != nil:
+			w.Holds = append(w.Holds, x.hold)
+			holds = append(holds, i)
+		case x.settlement != nil:
+			w.Settlements = append(w.Settlements, x.settlement)
+			settlements = append(settlements, i)
+		case x.checkpoint.ended == nil || !x.checkpoint.ended():
+			w.Checkpoints = append(w.Checkpoints, x.checkpoint.s)
+			checkpoints = append(checkpoints, i)
+		}
+	}
+	if len(holds) > 0 && l.cfg.Replica != "" && !l.leased.Load() {
 		if err := l.RenewLease(ctx); err != nil {
-			errs := make([]error, len(hs))
-			for i := range errs {
+			for _, i := range holds {
 				errs[i] = err
 				l.cfg.Metrics.HoldPlaced("error")
 			}
-			return errs
+			w.Holds, holds = nil, nil
 		}
 	}
-	errs := l.cfg.Store.PlaceHolds(ctx, hs)
-	for _, err := range errs {
+	holdErrs, settleErrs, checkpointErr := l.cfg.Store.Commit(ctx, &w)
+	for j, err := range holdErrs {
+		errs[holds[j]] = err
 		switch {
 		case err == nil:
 			l.cfg.Metrics.HoldPlaced("placed")
@@ -126,20 +160,17 @@ func (l *Ledger) placeHolds(ctx context.Context, hs []*store.Hold) []error {
 			l.cfg.Metrics.HoldPlaced("error")
 		}
 	}
-	return errs
-}
-
-// settle commits settlements, counting them and the money they move. A settlement of a hold
-// closed already (store.ErrClosed) moved nothing and is not counted.
-func (l *Ledger) settle(ctx context.Context, ss []*store.Settlement) []error {
-	errs := l.cfg.Store.Settle(ctx, ss)
-	for i, err := range errs {
-		switch {
+	for j, err := range settleErrs {
+		errs[settlements[j]] = err
+		switch s := w.Settlements[j]; {
 		case err == nil:
-			l.cfg.Metrics.Settled(ss[i].Debit, ss[i].Fee, ss[i].Subsidy)
+			l.cfg.Metrics.Settled(s.Debit, s.Fee, s.Subsidy)
 		case !errors.Is(err, store.ErrClosed):
 			l.cfg.Metrics.SettleFailed()
 		}
+	}
+	for _, i := range checkpoints {
+		errs[i] = checkpointErr
 	}
 	return errs
 }
@@ -225,10 +256,10 @@ func (l *Ledger) MaxCost(a Ask, b Bounds) money.Nanos {
 // Hold reserves the most a request can cost; it returns a *store.LimitError when the balance
 // or a spend cap does not allow it.
 func (l *Ledger) Hold(ctx context.Context, requestID string, key *store.Key, amount money.Nanos) error {
-	return l.holds.do(ctx, &store.Hold{
+	return l.holds.do(ctx, write{hold: &store.Hold{
 		RequestID: requestID, AccountID: key.AccountID, KeyID: key.ID, Amount: amount, CreatedAt: l.cfg.Now(),
 		Replica: l.cfg.Replica,
-	})
+	}})
 }
 
 // Raise raises a request's hold to amount, for a retry on a dearer node; it returns a
@@ -336,7 +367,7 @@ func (l *Ledger) Settle(ctx context.Context, bill *Bill, u *store.Usage) error {
 	s := bill.Settlement
 	u.Cost = s.Debit
 	s.Usage = u
-	err := l.settles.do(ctx, s)
+	err := l.settles.do(ctx, write{settlement: s})
 	if errors.Is(err, store.ErrClosed) {
 		return nil // settled already: settling is idempotent
 	}
@@ -353,7 +384,7 @@ func (l *Ledger) SettleLater(bill *Bill, u *store.Usage) {
 	s := bill.Settlement
 	u.Cost = s.Debit
 	s.Usage = u
-	l.settles.queue(s, func(err error) {
+	l.settles.queue(write{settlement: s}, func(err error) {
 		if s.Line != nil && s.Line.Committed != nil {
 			s.Line.Committed(err) // the batch runner: its line's result is written, or not
 		}
@@ -371,7 +402,7 @@ func (l *Ledger) Void(ctx context.Context, requestID string, u *store.Usage) err
 // Checkpoint records the bill of what a running request has delivered so far, for Recover,
 // with the request's usage record as it stands. It returns once the checkpoint has committed.
 func (l *Ledger) Checkpoint(ctx context.Context, bill *Bill, u *store.Usage) error {
-	return l.checkpoints.do(ctx, checkpoint{s: checkpointOf(bill, u)})
+	return l.checkpoints.do(ctx, write{checkpoint: &checkpoint{s: checkpointOf(bill, u)}})
 }
 
 // CheckpointLater queues a checkpoint of what a running request has delivered so far and
@@ -380,7 +411,7 @@ func (l *Ledger) Checkpoint(ctx context.Context, bill *Bill, u *store.Usage) err
 // are logged.
 func (l *Ledger) CheckpointLater(bill *Bill, u *store.Usage, ended func() bool) {
 	s := checkpointOf(bill, u)
-	l.checkpoints.queue(checkpoint{s: s, ended: ended}, func(err error) {
+	l.checkpoints.queue(write{checkpoint: &checkpoint{s: s, ended: ended}}, func(err error) {
 		if err != nil && !errors.Is(err, errClosed) {
 			l.log.Warn("checkpoint request", "request_id", s.RequestID, "err", err)
 		}
@@ -399,26 +430,6 @@ func checkpointOf(bill *Bill, u *store.Usage) *store.Settlement {
 	rec.PromptTokens, rec.CompletionTokens, rec.Cost = bill.PromptTokens, bill.CompletionTokens, s.Debit
 	s.Usage = &rec
 	return &s
-}
-
-// commitCheckpoints commits the checkpoints of requests still running, in one transaction.
-func (l *Ledger) commitCheckpoints(ctx context.Context, cs []checkpoint) []error {
-	errs := make([]error, len(cs))
-	batch := make([]*store.Settlement, 0, len(cs))
-	for _, c := range cs {
-		if c.ended == nil || !c.ended() {
-			batch = append(batch, c.s)
-		}
-	}
-	if len(batch) == 0 {
-		return errs
-	}
-	if err := l.cfg.Store.CheckpointHolds(ctx, batch); err != nil {
-		for i := range errs {
-			errs[i] = err
-		}
-	}
-	return errs
 }
 
 // Recovered counts the holds Recover closed.

@@ -7,8 +7,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
+	"encoding/binary"
 	"log/slog"
 	"net/http"
+	"time"
 )
 
 // Header is the response header that carries a request's id.
@@ -16,12 +18,17 @@ const Header = "X-Request-Id"
 
 type requestIDKey struct{}
 
-var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+// idEncoding is base32 in an alphabet in ASCII order, so that ids sort as their bytes do.
+var idEncoding = base32.NewEncoding("234567abcdefghijklmnopqrstuvwxyz").WithPadding(base32.NoPadding)
 
-// New returns a fresh request id.
+// New returns a fresh request id: 48 bits of the Unix time in milliseconds, then 72 random
+// bits. Ids made later sort later, so the database's indexes of requests (holds, usage,
+// ledger entries) grow at their ends, a few pages written per batch of requests, instead of
+// one page per request at random places.
 func New() string {
 	var b [15]byte
-	rand.Read(b[:])
+	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixMilli())<<16)
+	rand.Read(b[6:])
 	return "req_" + idEncoding.EncodeToString(b[:])
 }
 

@@ -193,6 +193,20 @@ type Ledger interface {
 	// CheckpointHolds records, in one transaction, the bills of what open requests have
 	// delivered so far. A hold closed meanwhile keeps its settlement: its checkpoint is dropped.
 	CheckpointHolds(ctx context.Context, batch []*Settlement) error
+	// Commit places w's holds, then settles its settlements, then records its checkpoints,
+	// each as PlaceHolds, Settle and CheckpointHolds would after the ones before, but in one
+	// transaction: one commit for them all. It returns each hold's and each settlement's
+	// error, and the checkpoints'; a database error fails them all.
+	//
+	// It is for a store with SerialWrites. Where transactions run side by side, one that locks
+	// buyers' rows for holds and then holds' and ledger rows for settlements could deadlock
+	// with another; it is retried then, but holds, settlements and checkpoints committed apart
+	// never wait for each other so.
+	Commit(ctx context.Context, w *Writes) (holds, settlements []error, checkpoints error)
+	// SerialWrites reports whether the database runs its write transactions one at a time
+	// (SQLite), so that writes queued together gain from sharing one (Commit), rather than
+	// side by side (PostgreSQL).
+	SerialWrites() bool
 	// Deposit credits a buyer's balance from the outside world; ref names the deposit and
 	// makes it idempotent (ErrConflict when reused).
 	Deposit(ctx context.Context, accountID string, amount money.Nanos, ref string, at time.Time) error
@@ -215,6 +229,13 @@ type Ledger interface {
 	Earnings(ctx context.Context, accountID string, since time.Time) ([]Earning, error)
 	// LedgerSum returns the sum over all ledger accounts, which is zero.
 	LedgerSum(ctx context.Context) (money.Nanos, error)
+}
+
+// Writes are ledger writes committed together in one transaction (Ledger.Commit).
+type Writes struct {
+	Holds       []*Hold       // holds to place
+	Settlements []*Settlement // holds to close
+	Checkpoints []*Settlement // bills of what running requests delivered so far
 }
 
 // Payout is money paid to a provider, out of its available earnings.

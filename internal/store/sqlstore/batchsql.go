@@ -6,9 +6,10 @@ import (
 	"strings"
 )
 
-// Statements over many rows are cut into chunks of fixed sizes, so that the database sees few
-// distinct query texts (each is prepared once per connection and cached by db.q).
-var chunkSizes = []int{1, 4, 16, 64}
+// Statements over many rows are cut into chunks of fixed sizes, the powers of two up to 64, so
+// that the database sees few distinct query texts (each is prepared once per connection and
+// cached by db.q) and a batch of n rows takes at most log2(n)+1 statements, not n.
+var chunkSizes = []int{1, 2, 4, 8, 16, 32, 64}
 
 // chunkSize is the size of the next chunk for n remaining rows: the largest size that fits, or
 // for IN lists (pad), the smallest size that holds them all, up to 64.

@@ -14,8 +14,8 @@ import (
 )
 
 // Spend caps. A window's spending lives in spend_windows, and holds and settlements keep it up
-// to date for the windows each hold counts in (holds.windows): those of the caps that existed
-// when it was placed. So that a cap set or changed mid-window counts what was spent before it,
+// to date for the windows each hold counts in (open_holds.windows): those of the caps that
+// existed when it was placed. So that a cap set or changed mid-window counts what was spent before it,
 // SetCap counts the cap's current window again from the ledger, in the transaction that sets
 // the cap: the settled debits of the scope's holds created in the window, and the amounts of
 // its open holds, which from then on count in the window too. The hot path (PlaceHolds,
@@ -72,7 +72,7 @@ func (db *DB) SetCap(ctx context.Context, c store.Cap) error {
 func (db *DB) waitHolds(ctx context.Context, ids []string) error {
 	for _, id := range ids {
 		var got string
-		err := db.w.QueryRowContext(ctx, db.q(`SELECT request_id FROM holds WHERE request_id = ?`+db.forUpdate()), id).Scan(&got)
+		err := db.w.QueryRowContext(ctx, db.q(`SELECT request_id FROM open_holds WHERE request_id = ?`+db.forUpdate()), id).Scan(&got)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
@@ -142,8 +142,8 @@ func (db *DB) capScope(ctx context.Context, tx *sql.Tx, scope string) (capScope,
 // amount from held to spent there; but for those being settled, which it returns. The caller
 // holds the buyer's ledger row.
 func (db *DB) recount(ctx context.Context, tx *sql.Tx, sc capScope, w window, end int64) (busy []string, err error) {
-	openQuery := `SELECT request_id, amount, windows FROM holds
-WHERE status = 'open' AND account_id = ? AND created_at >= ? AND created_at < ?`
+	openQuery := `SELECT request_id, amount, windows FROM open_holds
+WHERE account_id = ? AND created_at >= ? AND created_at < ?`
 	args := []any{sc.accountID, w.start, end}
 	if sc.keyID != "" {
 		openQuery += ` AND key_id = ?`
@@ -173,7 +173,7 @@ WHERE status = 'open' AND account_id = ? AND created_at >= ? AND created_at < ?`
 	ids := sortedKeys(patch)
 	if db.dialect == postgresDialect && len(ids) > 0 {
 		locked := map[string]bool{}
-		err := db.inChunks(ctx, tx, `SELECT request_id FROM holds WHERE request_id IN `, ` FOR UPDATE SKIP LOCKED`, nil, ids,
+		err := db.inChunks(ctx, tx, `SELECT request_id FROM open_holds WHERE request_id IN `, ` FOR UPDATE SKIP LOCKED`, nil, ids,
 			func(r *sql.Rows) error {
 				var id string
 				err := r.Scan(&id)
@@ -194,7 +194,7 @@ WHERE status = 'open' AND account_id = ? AND created_at >= ? AND created_at < ?`
 		ids = free
 	}
 	for _, id := range ids {
-		if _, err := db.txExec(ctx, tx, `UPDATE holds SET windows = ? WHERE request_id = ?`, patch[id], id); err != nil {
+		if _, err := db.txExec(ctx, tx, `UPDATE open_holds SET windows = ? WHERE request_id = ?`, patch[id], id); err != nil {
 			return nil, err
 		}
 	}

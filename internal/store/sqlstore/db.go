@@ -61,6 +61,9 @@ type DB struct {
 	now     func() time.Time
 	name    string // for messages: the file, or the URL without its password
 	stmts   stmtCache
+	// ensured holds the ids of the ledger accounts known to exist, committed: a settlement
+	// skips the insert that would create them. Ledger accounts are never deleted.
+	ensured sync.Map
 }
 
 // String names the database for logs, never with a password.
@@ -152,6 +155,9 @@ func dsn(path string, readOnly bool) string {
 		q.Set("_query_only", "1") // the driver applies it after the pragmas above
 	} else {
 		q.Set("_txlock", "immediate")
+		// A statement that writes many rows keeps a journal of the pages it changes, to undo
+		// itself alone; in memory, not in a temporary file written and removed each time.
+		q.Add("_pragma", "temp_store(MEMORY)")
 	}
 	// A URI, so that a path holding '?' or '#' still names the file.
 	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/store"
@@ -16,7 +17,9 @@ import (
 // pays for one commit (one disk flush) and a handful of statements per batch rather than per
 // request. Every item is checked before anything is written, so an item refused for a reason
 // of its own (a limit, a hold already closed) writes nothing and leaves the others alone; an
-// unexpected database error fails the whole batch.
+// unexpected database error fails the whole batch. On SQLite, whose writes run one at a time,
+// the ledger commits its holds, settlements and checkpoints queued together in one
+// transaction (Commit).
 
 // PlaceHold reserves h.Amount within the buyer's balance and spend caps.
 func (db *DB) PlaceHold(ctx context.Context, h *store.Hold) error {
@@ -27,17 +30,69 @@ func (db *DB) PlaceHold(ctx context.Context, h *store.Hold) error {
 // holds before it left them. SQLite's write transactions are exclusive; on PostgreSQL each
 // buyer's ledger row is locked before it is read, so holds of one account never interleave.
 func (db *DB) PlaceHolds(ctx context.Context, hs []*store.Hold) []error {
-	errs := make([]error, len(hs))
-	err := db.write(ctx, func(tx *sql.Tx) error {
-		clear(errs)
-		return db.placeHolds(ctx, tx, hs, errs)
+	errs, _, _ := db.Commit(ctx, &store.Writes{Holds: hs})
+	return errs
+}
+
+// Settle closes holds in one transaction.
+func (db *DB) Settle(ctx context.Context, batch []*store.Settlement) []error {
+	_, errs, _ := db.Commit(ctx, &store.Writes{Settlements: batch})
+	return errs
+}
+
+// SerialWrites reports whether the database is SQLite, whose write transactions run one at a
+// time (BEGIN IMMEDIATE on one connection).
+func (db *DB) SerialWrites() bool { return db.dialect == sqliteDialect }
+
+// Commit places holds, settles and records checkpoints in one transaction, in that order. On
+// PostgreSQL it locks buyers' rows (the holds), then holds' rows and ledger rows (the
+// settlements), then holds' rows again (the checkpoints), each in a fixed order, but the
+// three orders together are not one: transactions that place holds and settle at once may
+// deadlock, and are retried.
+func (db *DB) Commit(ctx context.Context, w *store.Writes) (holds, settlements []error, checkpoints error) {
+	holds = make([]error, len(w.Holds))
+	settlements = make([]error, len(w.Settlements))
+	cps, err := encodeCheckpoints(w.Checkpoints)
+	if err != nil {
+		checkpoints = fmt.Errorf("checkpoint %d requests: %w", len(w.Checkpoints), err)
+		cps = nil
+	}
+	if len(w.Holds) == 0 && len(w.Settlements) == 0 && len(cps) == 0 {
+		return holds, settlements, checkpoints
+	}
+	var made []string // ledger accounts the settlements created
+	err = db.writeRetrying(ctx, func(tx *sql.Tx) error {
+		clear(holds)
+		clear(settlements)
+		made = made[:0]
+		if len(w.Holds) > 0 {
+			if err := db.placeHolds(ctx, tx, w.Holds, holds); err != nil {
+				return err
+			}
+		}
+		if len(w.Settlements) > 0 {
+			if err := db.settle(ctx, tx, w.Settlements, settlements, &made); err != nil {
+				return err
+			}
+		}
+		return db.checkpointHolds(ctx, tx, cps)
 	})
 	if err != nil {
-		for i := range errs {
-			errs[i] = fmt.Errorf("place holds: %w", err)
+		for i := range holds {
+			holds[i] = fmt.Errorf("place holds: %w", err)
 		}
+		for i := range settlements {
+			settlements[i] = fmt.Errorf("settle: %w", err)
+		}
+		if len(cps) > 0 {
+			checkpoints = fmt.Errorf("checkpoint %d requests: %w", len(w.Checkpoints), err)
+		}
+		return holds, settlements, checkpoints
 	}
-	return errs
+	for _, acct := range made {
+		db.ensured.Store(acct, true)
+	}
+	return holds, settlements, checkpoints
 }
 
 type funds struct{ balance, held money.Nanos }
@@ -129,16 +184,9 @@ func (db *DB) placeHolds(ctx context.Context, tx *sql.Tx, hs []*store.Hold, errs
 	rows := make([][]any, len(accepted))
 	for j, i := range accepted {
 		h := hs[i]
-		rows[j] = []any{h.RequestID, h.AccountID, h.KeyID, int64(h.Amount), formatWindows(held[i]), "open", millis(h.CreatedAt), h.Replica}
+		rows[j] = []any{h.RequestID, h.AccountID, h.KeyID, int64(h.Amount), formatWindows(held[i]), millis(h.CreatedAt), h.Replica}
 	}
-	inserted := map[string]bool{}
-	err = db.insertRows(ctx, tx, `INSERT INTO holds (request_id, account_id, key_id, amount, windows, status, created_at, replica)`,
-		`ON CONFLICT (request_id) DO NOTHING RETURNING request_id`, rows, func(r *sql.Rows) error {
-			var id string
-			err := r.Scan(&id)
-			inserted[id] = true
-			return err
-		})
+	inserted, err := db.insertHolds(ctx, tx, rows)
 	if err != nil {
 		return err
 	}
@@ -150,6 +198,7 @@ func (db *DB) placeHolds(ctx context.Context, tx *sql.Tx, hs []*store.Hold, errs
 			errs[i] = fmt.Errorf("hold for request %s: %w", h.RequestID, store.ErrConflict)
 			continue
 		}
+		delete(inserted, h.RequestID) // a second hold of the request in the batch conflicts
 		heldDelta[buyerAccount(h.AccountID)] += h.Amount
 		for _, w := range held[i] {
 			windowDelta[w] += h.Amount
@@ -170,6 +219,96 @@ ON CONFLICT (scope, period, window_start) DO UPDATE SET held = spend_windows.hel
 		}
 	}
 	return nil
+}
+
+// openHoldsInsert begins the statement that inserts open holds, the columns of placeHolds'
+// rows.
+const openHoldsInsert = `INSERT INTO open_holds (request_id, account_id, key_id, amount, windows, created_at, replica)`
+
+// insertHolds inserts new holds' rows into open_holds and returns the request ids it inserted:
+// a request held already, open or closed, is left as it was, and out of the result, and so is
+// a second row of one request.
+func (db *DB) insertHolds(ctx context.Context, tx *sql.Tx, rows [][]any) (map[string]bool, error) {
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r[0].(string)
+	}
+	inserted := make(map[string]bool, len(rows))
+	if db.dialect == sqliteDialect {
+		// The write transaction runs alone, so a read tells which requests are held already,
+		// and a plain INSERT costs less than one that returns rows.
+		held, err := db.heldRequests(ctx, tx, []string{"open_holds", "holds"}, ids)
+		if err != nil {
+			return nil, err
+		}
+		fresh := make([][]any, 0, len(rows))
+		for _, r := range rows {
+			if id := r[0].(string); !held[id] {
+				held[id] = true
+				inserted[id] = true
+				fresh = append(fresh, r)
+			}
+		}
+		return inserted, db.insertRows(ctx, tx, openHoldsInsert, ``, fresh, nil)
+	}
+	// PostgreSQL: the key of open_holds refuses a request held open, here or by a transaction
+	// running beside this one, which the insert waits for. A request's closed hold is looked
+	// for after the insert: a settlement that moved the request out of open_holds meanwhile has
+	// committed by then, and its hold shows.
+	err := db.insertRows(ctx, tx, openHoldsInsert, `ON CONFLICT (request_id) DO NOTHING RETURNING request_id`, rows, func(r *sql.Rows) error {
+		var id string
+		err := r.Scan(&id)
+		inserted[id] = true
+		return err
+	})
+	if err != nil || len(inserted) == 0 {
+		return inserted, err
+	}
+	closed, err := db.heldRequests(ctx, tx, []string{"holds"}, sortedKeys(inserted))
+	if err != nil || len(closed) == 0 {
+		return inserted, err
+	}
+	again := sortedKeys(closed)
+	if err := db.inChunks(ctx, tx, `DELETE FROM open_holds WHERE request_id IN `, ``, nil, again, nil); err != nil {
+		return nil, err
+	}
+	for _, id := range again {
+		delete(inserted, id)
+	}
+	return inserted, nil
+}
+
+// heldRequests returns which of the request ids have a row in the tables (open_holds, holds),
+// read in one statement a chunk.
+func (db *DB) heldRequests(ctx context.Context, tx *sql.Tx, tables []string, ids []string) (map[string]bool, error) {
+	held := map[string]bool{}
+	for len(ids) > 0 {
+		n := chunkSize(len(ids), true)
+		take := min(n, len(ids))
+		list := "(" + strings.Repeat("?, ", n-1) + "?)"
+		var q strings.Builder
+		args := make([]any, 0, n*len(tables))
+		for i, table := range tables {
+			if i > 0 {
+				q.WriteString(" UNION ALL ")
+			}
+			q.WriteString("SELECT request_id FROM " + table + " WHERE request_id IN " + list)
+			for j := range n {
+				args = append(args, ids[min(j, take-1)]) // padded with the last, as inChunks
+			}
+		}
+		err := db.queryEach(ctx, tx, q.String(), args, func(r *sql.Rows) error {
+			var id string
+			err := r.Scan(&id)
+			held[id] = true
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		ids = ids[take:]
+	}
+	return held, nil
 }
 
 // windowFunds returns a spend window's spent and held amounts, read once per batch.
@@ -199,40 +338,29 @@ func sortedWindows[V any](m map[window]V) []window {
 	return ws
 }
 
-// openHold is a hold as a settlement finds it.
+// openHold is an open hold as a settlement finds it.
 type openHold struct {
-	accountID, windows, status string
-	amount                     money.Nanos
+	accountID, keyID, windows, replica string
+	amount                             money.Nanos
+	createdAt                          int64
+	closing                            bool // settled by a settlement before in the batch
 }
 
-// Settle closes holds in one transaction.
-func (db *DB) Settle(ctx context.Context, batch []*store.Settlement) []error {
-	errs := make([]error, len(batch))
-	err := db.writeRetrying(ctx, func(tx *sql.Tx) error {
-		clear(errs)
-		return db.settle(ctx, tx, batch, errs)
-	})
-	if err != nil {
-		for i := range errs {
-			errs[i] = fmt.Errorf("settle: %w", err)
-		}
-	}
-	return errs
-}
-
-func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement, errs []error) error {
+// settle closes a batch's holds in tx, appending to made the ledger accounts it ensured.
+func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement, errs []error, made *[]string) error {
 	ids := make([]string, len(batch))
 	for i, s := range batch {
 		ids[i] = s.RequestID
 	}
 	slices.Sort(ids) // holds are locked in the order of their ids, as checkpoints lock them
 	holds := map[string]*openHold{}
-	err := db.inChunks(ctx, tx, `SELECT request_id, account_id, amount, windows, status FROM holds WHERE request_id IN `, ` ORDER BY request_id`+db.forUpdate(), nil, ids,
+	err := db.inChunks(ctx, tx, `SELECT request_id, account_id, key_id, amount, windows, created_at, replica FROM open_holds WHERE request_id IN `,
+		` ORDER BY request_id`+db.forUpdate(), nil, ids,
 		func(r *sql.Rows) error {
 			var id string
 			var h openHold
 			var amount int64
-			if err := r.Scan(&id, &h.accountID, &amount, &h.windows, &h.status); err != nil {
+			if err := r.Scan(&id, &h.accountID, &h.keyID, &amount, &h.windows, &h.createdAt, &h.replica); err != nil {
 				return err
 			}
 			h.amount = money.Nanos(amount)
@@ -242,20 +370,32 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 	if err != nil {
 		return err
 	}
+	// The requests not held open: closed already (settling is idempotent), or never held.
+	var missing []string
+	for _, id := range ids {
+		if holds[id] == nil && (len(missing) == 0 || missing[len(missing)-1] != id) {
+			missing = append(missing, id)
+		}
+	}
+	closed := map[string]bool{}
+	if len(missing) > 0 {
+		if closed, err = db.heldRequests(ctx, tx, []string{"holds"}, missing); err != nil {
+			return err
+		}
+	}
 
 	var (
-		settled, voided     []string
-		txns, entries, uses [][]any
-		balance             = map[string]money.Nanos{}
-		held                = map[string]money.Nanos{}
-		spent               = map[window][2]money.Nanos{}
-		ensure              = map[string][2]string{} // ledger account → owner, kind
-		flagged             = map[string]int{}       // node → over-claims
-		at                  int64
+		done                      []string // the requests whose holds close
+		txns, entries, uses, shut [][]any
+		balance                   = map[string]money.Nanos{}
+		held                      = map[string]money.Nanos{}
+		spent                     = map[window][2]money.Nanos{}
+		ensure                    = map[string][2]string{} // ledger account → owner, kind
+		flagged                   = map[string]int{}       // node → over-claims
 	)
 	for i, s := range batch {
 		h := holds[s.RequestID]
-		if err := checkSettlement(s, h); err != nil {
+		if err := checkSettlement(s, h, closed[s.RequestID]); err != nil {
 			errs[i] = err
 			continue
 		}
@@ -273,8 +413,13 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 				continue
 			}
 		}
-		h.status = "closing" // a second settlement of it in this batch finds it closed
-		at = max(at, millis(s.At))
+		h.closing = true // a second settlement of it in this batch finds it closed
+		status := "settled"
+		if s.Debit == 0 {
+			status = "voided"
+		}
+		done = append(done, s.RequestID)
+		shut = append(shut, []any{s.RequestID, h.accountID, h.keyID, int64(h.amount), h.windows, status, h.createdAt, millis(s.At), h.replica})
 		buyer := buyerAccount(h.accountID)
 		held[buyer] -= h.amount
 		for _, w := range ws {
@@ -288,10 +433,8 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 			flagged[n]++
 		}
 		if s.Debit == 0 {
-			voided = append(voided, s.RequestID)
 			continue
 		}
-		settled = append(settled, s.RequestID)
 		txn := "settle:" + s.RequestID
 		txns = append(txns, []any{txn, "settle", s.RequestID, millis(s.At)})
 		entries = append(entries, []any{txn, buyer, -int64(s.Debit), nil, nil, millis(s.At), "", 0})
@@ -312,14 +455,21 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 	}
 
 	for _, acct := range sortedKeys(ensure) {
+		if _, ok := db.ensured.Load(acct); ok {
+			continue
+		}
 		if err := db.ensureAccount(ctx, tx, acct, ensure[acct][0], ensure[acct][1]); err != nil {
 			return err
 		}
+		*made = append(*made, acct)
 	}
-	for status, list := range map[string][]string{"settled": settled, "voided": voided} {
-		if err := db.inChunks(ctx, tx, `UPDATE holds SET status = ?, closed_at = ? WHERE request_id IN `, ``, []any{status, at}, list, nil); err != nil {
-			return err
-		}
+	// The holds close: out of open_holds (their rows locked above), into holds.
+	slices.Sort(done)
+	if err := db.inChunks(ctx, tx, `DELETE FROM open_holds WHERE request_id IN `, ``, nil, done, nil); err != nil {
+		return err
+	}
+	if err := db.insertRows(ctx, tx, `INSERT INTO holds (request_id, account_id, key_id, amount, windows, status, created_at, closed_at, replica)`, ``, shut, nil); err != nil {
+		return err
 	}
 	if len(txns) > 0 {
 		if err := db.insertRows(ctx, tx, `INSERT INTO ledger_txns (id, kind, ref, created_at)`, ``, txns, nil); err != nil {
@@ -359,13 +509,13 @@ WHERE scope = ? AND period = ? AND window_start = ?`, int64(d[0]), int64(d[1]), 
 	return nil
 }
 
-// checkSettlement refuses a settlement whose hold is missing or closed, or whose amounts do
-// not add up.
-func checkSettlement(s *store.Settlement, h *openHold) error {
-	if h == nil {
+// checkSettlement refuses a settlement whose hold is missing or closed (h nil and closed, or
+// closing), or whose amounts do not add up.
+func checkSettlement(s *store.Settlement, h *openHold, closed bool) error {
+	if h == nil && !closed {
 		return fmt.Errorf("settle request %s: %w", s.RequestID, store.ErrNotFound)
 	}
-	if h.status != "open" {
+	if h == nil || h.closing {
 		return fmt.Errorf("settle request %s: %w", s.RequestID, store.ErrClosed)
 	}
 	var earned money.Nanos
@@ -409,17 +559,22 @@ func mergeKeys(a, b map[string]money.Nanos) map[string]bool {
 // request whose retry goes to a dearer node. A hold already as large is left alone.
 func (db *DB) RaiseHold(ctx context.Context, requestID string, amount money.Nanos) error {
 	err := db.writeRetrying(ctx, func(tx *sql.Tx) error {
-		var accountID, windows, status string
+		var accountID, windows string
 		var was int64
-		err := db.txQueryRow(ctx, tx, `SELECT account_id, amount, windows, status FROM holds WHERE request_id = ?`+db.forUpdate(), requestID).
-			Scan(&accountID, &was, &windows, &status)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
+		err := db.txQueryRow(ctx, tx, `SELECT account_id, amount, windows FROM open_holds WHERE request_id = ?`+db.forUpdate(), requestID).
+			Scan(&accountID, &was, &windows)
+		if errors.Is(err, sql.ErrNoRows) {
+			closed, err := db.heldRequests(ctx, tx, []string{"holds"}, []string{requestID})
+			switch {
+			case err != nil:
+				return err
+			case closed[requestID]:
+				return store.ErrClosed
+			}
 			return store.ErrNotFound
-		case err != nil:
+		}
+		if err != nil {
 			return err
-		case status != "open":
-			return store.ErrClosed
 		}
 		delta := amount - money.Nanos(was)
 		if delta <= 0 {
@@ -456,7 +611,7 @@ func (db *DB) RaiseHold(ctx context.Context, requestID string, amount money.Nano
 				return &store.LimitError{Cap: &c, Available: max(left, 0), Need: delta, ResetsAt: store.WindowEnd(w.period, fromMillis(w.start))}
 			}
 		}
-		if _, err := db.txExec(ctx, tx, `UPDATE holds SET amount = ? WHERE request_id = ?`, int64(amount), requestID); err != nil {
+		if _, err := db.txExec(ctx, tx, `UPDATE open_holds SET amount = ? WHERE request_id = ?`, int64(amount), requestID); err != nil {
 			return err
 		}
 		if _, err := db.txExec(ctx, tx, `UPDATE ledger_accounts SET held = held + ? WHERE id = ?`, int64(delta), buyer); err != nil {

@@ -14,7 +14,7 @@ import (
 // Replicas' leases and the holds they own (docs/architecture.md, "Money"). A replica renews
 // its lease while it runs; a replica whose lease has expired, or that has none, is dead, and
 // its open holds are for a live replica to claim and close. Claiming moves the holds to the
-// claimer with an UPDATE of holds.replica that locks each row: of two replicas claiming the
+// claimer with an UPDATE of open_holds.replica that locks each row: of two replicas claiming the
 // same dead replica's holds at once, the second finds each row moved when the first commits
 // (PostgreSQL re-checks the WHERE of a row it waited for), so every hold is claimed once.
 
@@ -55,8 +55,8 @@ func (db *DB) ClaimHolds(ctx context.Context, replica string, now time.Time, own
 	err := db.writeRetrying(ctx, func(tx *sql.Tx) error {
 		hs = hs[:0]
 		var dead []string
-		err := db.queryEach(ctx, tx, `SELECT DISTINCT h.replica FROM holds h
-WHERE h.status = 'open' AND h.replica <> '' AND h.replica <> ?
+		err := db.queryEach(ctx, tx, `SELECT DISTINCT h.replica FROM open_holds h
+WHERE h.replica <> '' AND h.replica <> ?
 	AND NOT EXISTS (SELECT 1 FROM replica_leases l WHERE l.replica = h.replica AND l.expires_at >= ?)`,
 			[]any{replica, millis(now)}, func(r *sql.Rows) error {
 				var d string
@@ -90,7 +90,7 @@ WHERE h.status = 'open' AND h.replica <> '' AND h.replica <> ?
 			from = append(from, "", replica)
 		}
 		for _, f := range from {
-			err := db.queryEach(ctx, tx, `UPDATE holds SET replica = ? WHERE status = 'open' AND replica = ?
+			err := db.queryEach(ctx, tx, `UPDATE open_holds SET replica = ? WHERE replica = ?
 RETURNING `+holdColumns, []any{replica, f}, func(r *sql.Rows) error {
 				h, err := scanHold(r)
 				if err == nil {

@@ -96,8 +96,7 @@ func parseWindows(s string) ([]window, error) {
 
 // OpenHolds lists the holds not yet closed, oldest first.
 func (db *DB) OpenHolds(ctx context.Context) ([]*store.Hold, error) {
-	rows, err := db.r.QueryContext(ctx, db.q(`SELECT `+holdColumns+` FROM holds
-WHERE status = 'open' ORDER BY created_at`))
+	rows, err := db.r.QueryContext(ctx, db.q(`SELECT `+holdColumns+` FROM open_holds ORDER BY created_at`))
 	if err != nil {
 		return nil, fmt.Errorf("open holds: %w", err)
 	}
@@ -113,7 +112,7 @@ WHERE status = 'open' ORDER BY created_at`))
 	return hs, rows.Err()
 }
 
-// holdColumns are the columns scanHold reads.
+// holdColumns are the columns of open_holds that scanHold reads.
 const holdColumns = `request_id, account_id, key_id, amount, created_at, replica, checkpoint`
 
 func scanHold(r *sql.Rows) (*store.Hold, error) {
@@ -135,28 +134,40 @@ func scanHold(r *sql.Rows) (*store.Hold, error) {
 }
 
 // CheckpointHolds records the bills of what open requests have delivered so far.
-// The holds are updated in the order of their ids, the order settlements lock them in, so that
-// a batch of checkpoints and one of settlements never wait for each other in a cycle.
 func (db *DB) CheckpointHolds(ctx context.Context, batch []*store.Settlement) error {
-	latest := map[string]string{} // a request's last checkpoint in the batch says the most
+	_, _, err := db.Commit(ctx, &store.Writes{Checkpoints: batch})
+	return err
+}
+
+// checkpoint is a request's bill so far, encoded for its hold's row.
+type checkpoint struct{ requestID, bill string }
+
+// encodeCheckpoints encodes a batch of checkpoints, a request's last in the batch (which says
+// the most) only, in the order of their request ids.
+func encodeCheckpoints(batch []*store.Settlement) ([]checkpoint, error) {
+	latest := map[string]string{}
 	for _, s := range batch {
 		b, err := json.Marshal(s)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		latest[s.RequestID] = string(b)
 	}
-	ids := slices.Sorted(maps.Keys(latest))
-	err := db.writeRetrying(ctx, func(tx *sql.Tx) error {
-		for _, id := range ids {
-			if _, err := db.txExec(ctx, tx, `UPDATE holds SET checkpoint = ? WHERE request_id = ? AND status = 'open'`, latest[id], id); err != nil {
-				return err
-			}
+	cps := make([]checkpoint, 0, len(latest))
+	for _, id := range slices.Sorted(maps.Keys(latest)) {
+		cps = append(cps, checkpoint{id, latest[id]})
+	}
+	return cps, nil
+}
+
+// checkpointHolds records checkpoints in tx. The holds are updated in the order of their ids,
+// the order settlements lock them in, so that a batch of checkpoints and one of settlements
+// never wait for each other in a cycle. A hold closed meanwhile keeps its settlement.
+func (db *DB) checkpointHolds(ctx context.Context, tx *sql.Tx, cps []checkpoint) error {
+	for _, c := range cps {
+		if _, err := db.txExec(ctx, tx, `UPDATE open_holds SET checkpoint = ? WHERE request_id = ?`, c.bill, c.requestID); err != nil {
+			return err
 		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("checkpoint %d requests: %w", len(batch), err)
 	}
 	return nil
 }

@@ -3,11 +3,13 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"reflect"
 	"testing"
 	"testing/fstest"
 	"time"
 
+	"github.com/shareai/shareai/internal/store"
 	"github.com/shareai/shareai/internal/store/sqlstore/internal/testdsn"
 )
 
@@ -168,4 +170,76 @@ func TestLoadMigrations_embedded(t *testing.T) {
 	if got, want := names[postgresDialect], names[sqliteDialect]; !reflect.DeepEqual(got, want) {
 		t.Errorf("postgres migrations %v, want the same files as sqlite's %v", got, want)
 	}
+}
+
+// Migration 0015 moves the open holds to open_holds and leaves the closed ones in holds: a
+// hold open before it stays open, with its replica and checkpoint, and closes once; a closed
+// one stays closed.
+func TestMigrate_OpenHolds(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		ctx := context.Background()
+		name := testdsn.New(t, kind)
+		d, dsnName := sqliteDialect, dsn(name, false)
+		if kind == testdsn.Postgres {
+			d, dsnName = postgresDialect, name
+		}
+		raw, err := sql.Open(testdsn.Driver(kind), dsnName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer raw.Close()
+		before := fstest.MapFS{}
+		ms, err := loadMigrations(migrations, d.migrations())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			if m.version < 15 {
+				before["m/"+m.name] = &fstest.MapFile{Data: []byte(m.sql)}
+			}
+		}
+		if _, err := migrate(ctx, raw, d, before, "m", time.Now); err != nil {
+			t.Fatal(err)
+		}
+		q := (&DB{dialect: d}).q
+		for _, stmt := range []struct {
+			sql  string
+			args []any
+		}{
+			{`INSERT INTO ledger_accounts (id, account_id, kind, balance, held) VALUES ('buyer:a', 'a', 'buyer', 1000, 100)`, nil},
+			{`INSERT INTO holds (request_id, account_id, key_id, amount, windows, status, checkpoint, created_at, replica)
+VALUES (?, 'a', 'k', 100, '', 'open', ?, 1700000000000, 'r1')`, []any{"req_open", `{"RequestID":"req_open"}`}},
+			{`INSERT INTO holds (request_id, account_id, key_id, amount, windows, status, created_at, closed_at, replica)
+VALUES ('req_done', 'a', 'k', 50, '', 'voided', 1700000000000, 1700000001000, '')`, nil},
+		} {
+			if _, err := raw.ExecContext(ctx, q(stmt.sql), stmt.args...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		raw.Close()
+
+		db, err := Open(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		open, err := db.OpenHolds(ctx)
+		if err != nil || len(open) != 1 || open[0].RequestID != "req_open" || open[0].Replica != "r1" ||
+			open[0].Amount != 100 || open[0].Checkpoint == nil {
+			t.Fatalf("open holds after the migration: %+v, %v; want req_open of r1, with its checkpoint", open, err)
+		}
+		errs := db.Settle(ctx, []*store.Settlement{{RequestID: "req_done"}, {RequestID: "req_open"}, {RequestID: "req_none"}})
+		if !errors.Is(errs[0], store.ErrClosed) || errs[1] != nil || !errors.Is(errs[2], store.ErrNotFound) {
+			t.Errorf("settle the closed, the open and an unknown hold: %v; want ErrClosed, nil, ErrNotFound", errs)
+		}
+		if open, err := db.OpenHolds(ctx); err != nil || len(open) != 0 {
+			t.Errorf("open holds after voiding the last: %+v, %v; want none", open, err)
+		}
+		if errs := db.Settle(ctx, []*store.Settlement{{RequestID: "req_open"}}); !errors.Is(errs[0], store.ErrClosed) {
+			t.Errorf("settle the voided hold again: %v; want ErrClosed", errs[0])
+		}
+		if b, err := db.Balance(ctx, "a"); err != nil || b.Held != 0 || b.Credits != 1000 {
+			t.Errorf("balance %+v, %v; want nothing held, credits as they were", b, err)
+		}
+	})
 }
