@@ -19,8 +19,9 @@ import (
 )
 
 // keepReceipts hands the receipts of a request's jobs, those whose end frame has come, to the
-// notary, which countersigns and stores them, then queues the request's bill (nil: nothing to
-// settle), so that a request's receipts are stored before its usage row. A job whose end comes
+// notary, which countersigns them and queues the request's bill with them (nil: nothing to
+// settle; then it stores them itself), so that a request's receipts are stored in the
+// transaction of its usage row. A job whose end comes
 // later (one cancelled after a stall) goes without a receipt. An unbilled request keeps
 // nothing: its jobs earn nothing, and no usage of it is recorded.
 func (c *Core) keepReceipts(ctx context.Context, r *Request, bill *ledger.Bill) {
@@ -89,13 +90,13 @@ func (item *notarized) await(ctx context.Context) {
 // own requests' bills, by this much, and they are kept without its receipts.
 const receiptWait = 2 * time.Second
 
-// maxNotaryBatch bounds the requests whose receipts are stored in one transaction.
+// maxNotaryBatch bounds the requests whose receipts are countersigned under one signature.
 const maxNotaryBatch = 256
 
-// notary countersigns jobs' receipts and stores them, on its own goroutine: the checks and
-// signatures (two ed25519 operations a job) and the database write stay off the buyers'
-// requests. Under load many requests' receipts share one transaction; then the requests' bills
-// go to the ledger's settlement queue, so a request's receipts are stored before its usage row.
+// notary countersigns jobs' receipts on its own goroutine: the checks and signatures (a
+// verification per node batch, a signature per batch of its own) stay off the buyers'
+// requests. Then the requests' bills go to the ledger's settlement queue carrying them (store.Settlement.Receipts), so a request's
+// receipts are stored in its settlement's transaction, with its usage row.
 //
 // A receipt whose node signature fails, or whose claim differs from what the coordinator saw
 // (receipt.Countersign's checks), is not countersigned nor stored: it is logged as a warning
@@ -189,8 +190,8 @@ func (n *notary) run() {
 	}
 }
 
-// commit countersigns a batch of requests' receipts under one signature, stores them in one
-// transaction, then queues the requests' bills.
+// commit countersigns a batch of requests' receipts under one signature, then queues the
+// requests' bills with them.
 func (n *notary) commit(batch []*notarized) {
 	type job struct {
 		item *notarized
@@ -220,7 +221,7 @@ func (n *notary) commit(batch []*notarized) {
 			c.Err = err
 		}
 	}
-	var rs []*store.Receipt
+	rs := map[*notarized][]*store.Receipt{}
 	for _, j := range jobs {
 		item, c := j.item, j.cs
 		if c.Err != nil {
@@ -236,13 +237,22 @@ func (n *notary) commit(batch []*notarized) {
 			n.log.Error("encode receipt", logRequestID, item.requestID, "job", c.Saw.JobID, "err", err)
 			continue
 		}
-		rs = append(rs, &store.Receipt{RequestID: item.requestID, JobID: c.Saw.JobID, NodeID: c.Saw.NodeID, Signed: b, CreatedAt: c.Saw.Sent})
+		rs[item] = append(rs[item], &store.Receipt{RequestID: item.requestID, JobID: c.Saw.JobID, NodeID: c.Saw.NodeID, Signed: b, CreatedAt: c.Saw.Sent})
 	}
-	if err := n.store.InsertReceipts(context.Background(), rs); err != nil {
-		n.log.Error("store receipts", "receipts", len(rs), "err", err)
+	// A billed request's receipts go in its settlement's transaction, before its usage record;
+	// the others' (nothing to settle) in one transaction of their own.
+	var alone []*store.Receipt
+	for _, item := range batch {
+		if item.bill == nil {
+			alone = append(alone, rs[item]...)
+		}
+	}
+	if err := n.store.InsertReceipts(context.Background(), alone); err != nil {
+		n.log.Error("store receipts", "receipts", len(alone), "err", err)
 	}
 	for _, item := range batch {
 		if item.bill != nil {
+			item.bill.Settlement.Receipts = rs[item]
 			n.settle(item.bill, item.usage)
 		}
 	}

@@ -115,11 +115,7 @@ func TestNotary_RefusesWhatTheCoordinatorDidNotSee(t *testing.T) {
 			db := sqlstoretest.Open(t, "sqlite")
 			var logs syncBuffer
 			settled := make(chan *ledger.Bill, 1)
-			var storedBefore []*store.Receipt
-			n := newNotary(testCoordKey, db, func(b *ledger.Bill, u *store.Usage) {
-				storedBefore, _ = db.Receipts(context.Background(), "req_1")
-				settled <- b
-			}, slog.New(slog.NewTextHandler(&logs, nil)), time.Now)
+			n := newNotary(testCoordKey, db, func(b *ledger.Bill, u *store.Usage) { settled <- b }, slog.New(slog.NewTextHandler(&logs, nil)), time.Now)
 			defer n.close()
 
 			bill := &ledger.Bill{Settlement: &store.Settlement{RequestID: "req_1"}}
@@ -133,11 +129,13 @@ func TestNotary_RefusesWhatTheCoordinatorDidNotSee(t *testing.T) {
 			if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "node=node_a") || !strings.Contains(l, "job_bad") || !strings.Contains(l, tt.want) {
 				t.Errorf("log %q; want a warning naming the node, the job and %q", l, tt.want)
 			}
-			if len(storedBefore) != 1 || storedBefore[0].JobID != "job_good" {
-				t.Fatalf("stored before the bill settled: %+v; want only job_good's receipt", storedBefore)
+			// The bill carries the receipts to its settlement's transaction: only the good one.
+			carried := b.Settlement.Receipts
+			if len(carried) != 1 || carried[0].JobID != "job_good" {
+				t.Fatalf("the bill carries %+v; want only job_good's receipt", carried)
 			}
 			var s receipt.Signed
-			if err := json.Unmarshal(storedBefore[0].Signed, &s); err != nil {
+			if err := json.Unmarshal(carried[0].Signed, &s); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := s.Verify(testCoordKey.Public().(ed25519.PublicKey)); err != nil || s.RequestID != "req_1" {
@@ -147,21 +145,20 @@ func TestNotary_RefusesWhatTheCoordinatorDidNotSee(t *testing.T) {
 	}
 }
 
-// Receipts queued after the notary closed are dropped, and their bills settle all the same.
+// Receipts queued after the notary closed are dropped, and their bills settle all the same:
+// both bills are settled, only the first carrying its receipt.
 func TestNotary_AfterClose(t *testing.T) {
 	db := sqlstoretest.Open(t, "sqlite")
-	var settled int
-	n := newNotary(testCoordKey, db, func(*ledger.Bill, *store.Usage) { settled++ }, slog.New(slog.DiscardHandler), time.Now)
+	var bills []*ledger.Bill
+	n := newNotary(testCoordKey, db, func(b *ledger.Bill, _ *store.Usage) { bills = append(bills, b) }, slog.New(slog.DiscardHandler), time.Now)
 	n.queue(&notarized{requestID: "req_1", jobs: []jobReceipt{honestJob(t, "job_1", nil)},
 		bill: &ledger.Bill{Settlement: &store.Settlement{RequestID: "req_1"}}, usage: &store.Usage{}})
 	n.close() // stores what is queued
 	n.queue(&notarized{requestID: "req_2", jobs: []jobReceipt{honestJob(t, "job_2", nil)},
 		bill: &ledger.Bill{Settlement: &store.Settlement{RequestID: "req_2"}}, usage: &store.Usage{}})
 	n.close()
-	r1, _ := db.Receipts(context.Background(), "req_1")
-	r2, _ := db.Receipts(context.Background(), "req_2")
-	if len(r1) != 1 || len(r2) != 0 || settled != 2 {
-		t.Errorf("stored %d and %d receipts, settled %d bills; want 1, 0 and both bills", len(r1), len(r2), settled)
+	if len(bills[0].Settlement.Receipts) != 1 || len(bills[1].Settlement.Receipts) != 0 {
+		t.Errorf("bills carry %d and %d receipts; want 1 and 0", len(bills[0].Settlement.Receipts), len(bills[1].Settlement.Receipts))
 	}
 }
 

@@ -127,6 +127,10 @@ type Settlement struct {
 	// only while the line runs under RequestID: a stale attempt's settlement fails with
 	// ErrStale and moves no money.
 	Line *LineResult `json:"-"`
+	// Receipts are the request's jobs' receipts, countersigned, written in the same
+	// transaction (a job's receipt stored already is kept), whether or not the settlement
+	// itself succeeds: so a request's usage record is never found without its receipts.
+	Receipts []*Receipt `json:"-"`
 }
 
 // Balance is an account's money.

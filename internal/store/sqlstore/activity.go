@@ -297,16 +297,26 @@ func (db *DB) InsertReceipts(ctx context.Context, rs []*store.Receipt) error {
 	}
 	rows := make([][]any, len(rs))
 	for i, r := range rs {
-		rows[i] = []any{r.JobID, r.RequestID, r.NodeID, jsonText(r.Signed), millis(r.CreatedAt)}
+		rows[i] = receiptArgs(r)
 	}
-	err := db.write(ctx, func(tx *sql.Tx) error {
-		return db.insertRows(ctx, tx, `INSERT INTO receipts (job_id, request_id, node_id, data, created_at)`,
-			`ON CONFLICT (job_id) DO NOTHING`, rows, nil)
-	})
-	if err != nil {
+	if err := db.write(ctx, func(tx *sql.Tx) error { return db.insertReceipts(ctx, tx, rows) }); err != nil {
 		return fmt.Errorf("insert %d receipts: %w", len(rs), err)
 	}
 	return nil
+}
+
+// receiptArgs are a receipt's row, as insertReceipts takes it.
+func receiptArgs(r *store.Receipt) []any {
+	return []any{r.JobID, r.RequestID, r.NodeID, jsonText(r.Signed), millis(r.CreatedAt)}
+}
+
+// insertReceipts inserts receipts' rows (receiptArgs) in tx, keeping those stored already.
+func (db *DB) insertReceipts(ctx context.Context, tx *sql.Tx, rows [][]any) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	return db.insertRows(ctx, tx, `INSERT INTO receipts (job_id, request_id, node_id, data, created_at)`,
+		`ON CONFLICT (job_id) DO NOTHING`, rows, nil)
 }
 
 // Receipts lists a request's receipts in the order of its jobs: by CreatedAt, then job id.

@@ -387,6 +387,7 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 	var (
 		done                      []string // the requests whose holds close
 		txns, entries, uses, shut [][]any
+		receipts                  [][]any
 		balance                   = map[string]money.Nanos{}
 		held                      = map[string]money.Nanos{}
 		spent                     = map[window][2]money.Nanos{}
@@ -394,6 +395,9 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 		flagged                   = map[string]int{}       // node → over-claims
 	)
 	for i, s := range batch {
+		for _, r := range s.Receipts { // a record of the jobs that ran, whatever the money does
+			receipts = append(receipts, receiptArgs(r))
+		}
 		h := holds[s.RequestID]
 		if err := checkSettlement(s, h, closed[s.RequestID]); err != nil {
 			errs[i] = err
@@ -478,6 +482,9 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 		if err := db.insertRows(ctx, tx, `INSERT INTO ledger_entries (txn_id, account, amount, node_id, release_at, created_at, ask_window, surge_bp)`, ``, entries, nil); err != nil {
 			return err
 		}
+	}
+	if err := db.insertReceipts(ctx, tx, receipts); err != nil {
+		return err
 	}
 	if len(uses) > 0 {
 		if err := db.insertRows(ctx, tx, `INSERT INTO usage (`+usageColumns+`)`, `ON CONFLICT (request_id) DO NOTHING`, uses, nil); err != nil {
