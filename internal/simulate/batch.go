@@ -38,7 +38,7 @@ func (p *part) submit(b *batch) {
 		run.pending = 0
 	} else {
 		m.runs = append(m.runs, run)
-		p.at(run.expires, event{kind: evBatchExpire, b: run})
+		p.at(run.expires, event{kind: evBatchExpire, ref: run})
 		p.tryBatches(m)
 	}
 	p.nextSubmit(b)

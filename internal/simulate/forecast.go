@@ -1,11 +1,14 @@
 package simulate
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/shareai/shareai/internal/money"
@@ -140,31 +143,42 @@ func outlook(f *Fleet, d *Demand, node Class, o Options, seeds int) (NodeSpec, O
 		spec.Ask += "; " + strings.Join(ws, "; ")
 	}
 	week := 7 * 24 * time.Hour.Hours() / o.Duration.Hours()
-	var earned, fill, tokens, jobs []float64
-	byAsk := make([]map[string]float64, 0, seeds)
-	var windowHours float64
+	earned, fill, tokens, jobs := make([]float64, seeds), make([]float64, seeds), make([]float64, seeds), make([]float64, seeds)
+	byAsk := make([]map[string]float64, seeds)
+	windowHours := k.windows.Overlap(DefaultStart, DefaultStart.Add(7*24*time.Hour)).Hours()
+	// The seeds run at once, each on one worker: the runs are independent.
+	errs := make([]error, seeds)
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
 	for s := range seeds {
-		so := o
-		so.Seed = o.Seed + uint64(s)
-		rep, err := Run(&fleet, d, so)
-		if err != nil {
-			return spec, Outlook{}, err
-		}
-		i := slices.IndexFunc(rep.Classes, func(c ClassReport) bool { return c.Name == node.Name })
-		c := rep.Classes[i]
-		n, _ := money.ParseUSD(c.Earned)
-		earned = append(earned, n.Float()*week)
-		fill = append(fill, c.Fill)
-		tokens = append(tokens, float64(c.Tokens)*week)
-		nj := slices.IndexFunc(rep.NodeList, func(n NodeReport) bool { return n.Class == node.Name })
-		jobs = append(jobs, float64(rep.NodeList[nj].Jobs)*week)
-		windowHours = c.WindowHours * week
-		m := map[string]float64{}
-		for name, v := range c.ByAsk {
-			x, _ := money.ParseUSD(v)
-			m[name] = round(x.Float()*week, 6)
-		}
-		byAsk = append(byAsk, m)
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			so := o
+			so.Seed, so.Workers = o.Seed+uint64(s), 1
+			rep, err := Run(&fleet, d, so)
+			if err != nil {
+				errs[s] = err
+				return
+			}
+			i := slices.IndexFunc(rep.Classes, func(c ClassReport) bool { return c.Name == node.Name })
+			c := rep.Classes[i]
+			earned[s] = c.earned.Float() * week
+			fill[s] = c.Fill
+			tokens[s] = float64(c.Tokens) * week
+			nj := slices.IndexFunc(rep.NodeList, func(n NodeReport) bool { return n.Class == node.Name })
+			jobs[s] = float64(rep.NodeList[nj].Jobs) * week
+			m := map[string]float64{}
+			for name, v := range c.ByAsk {
+				x, _ := money.ParseUSD(v)
+				m[name] = round(x.Float()*week, 6)
+			}
+			byAsk[s] = m
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return spec, Outlook{}, err
 	}
 	out := Outlook{WeeklyEarned: rangeOf(earned, 4), Fill: rangeOf(fill, 4), WeeklyTokens: rangeOf(tokens, 0), WeeklyJobs: rangeOf(jobs, 0),
 		WindowHours: round(windowHours, 2)}

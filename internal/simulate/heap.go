@@ -27,14 +27,16 @@ const (
 type event struct {
 	at   time.Duration // since the start
 	seq  uint64
+	ref  any // the *job, *node, *request or *batchRun it acts on, by kind
 	kind kind
 	gen  uint32 // the generation of what it acts on: a stale event is dropped
 	x    int32
-	j    *job
-	n    *node
-	r    *request
-	b    *batchRun
 }
+
+func (e *event) job() *job           { return e.ref.(*job) }
+func (e *event) node() *node         { return e.ref.(*node) }
+func (e *event) request() *request   { return e.ref.(*request) }
+func (e *event) batchRun() *batchRun { return e.ref.(*batchRun) }
 
 // calendar is a 4-ary min-heap of events by (at, seq): shallower than a binary heap, so a
 // push or a pop touches fewer cache lines.
@@ -43,24 +45,22 @@ type calendar struct {
 	seq uint64
 }
 
-func (c *calendar) less(i, j int) bool {
-	a, b := &c.es[i], &c.es[j]
-	return a.at < b.at || a.at == b.at && a.seq < b.seq
-}
+func before(a, b *event) bool { return a.at < b.at || a.at == b.at && a.seq < b.seq }
 
 func (c *calendar) push(e event) {
 	c.seq++
 	e.seq = c.seq
-	c.es = append(c.es, e)
+	c.es = append(c.es, event{})
 	i := len(c.es) - 1
-	for i > 0 {
+	for i > 0 { // move the parents down into the hole until e fits
 		p := (i - 1) / 4
-		if !c.less(i, p) {
+		if !before(&e, &c.es[p]) {
 			break
 		}
-		c.es[i], c.es[p] = c.es[p], c.es[i]
+		c.es[i] = c.es[p]
 		i = p
 	}
+	c.es[i] = e
 }
 
 func (c *calendar) len() int { return len(c.es) }
@@ -69,26 +69,30 @@ func (c *calendar) len() int { return len(c.es) }
 func (c *calendar) pop() event {
 	top := c.es[0]
 	last := len(c.es) - 1
-	c.es[0] = c.es[last]
-	c.es[last] = event{} // drop the pointers it held
+	e := c.es[last]
+	c.es[last] = event{} // drop the pointer it held
 	c.es = c.es[:last]
+	if last == 0 {
+		return top
+	}
 	i := 0
-	for {
+	for { // move the least child up into the hole until e fits
 		first := 4*i + 1
 		if first >= last {
 			break
 		}
 		m := first
 		for k := first + 1; k < first+4 && k < last; k++ {
-			if c.less(k, m) {
+			if before(&c.es[k], &c.es[m]) {
 				m = k
 			}
 		}
-		if !c.less(m, i) {
+		if !before(&c.es[m], &e) {
 			break
 		}
-		c.es[i], c.es[m] = c.es[m], c.es[i]
+		c.es[i] = c.es[m]
 		i = m
 	}
+	c.es[i] = e
 	return top
 }

@@ -207,7 +207,7 @@ func (p *part) scheduleDrop(n *node) {
 		return
 	}
 	wait := time.Duration(n.rng.ExpFloat64() / rate * float64(24*time.Hour))
-	p.at(p.now+wait, event{kind: evDrop, n: n, gen: n.gen})
+	p.at(p.now+wait, event{kind: evDrop, ref: n, gen: n.gen})
 }
 
 // window flips the node's availability at one of its window's edges and schedules the next.
@@ -230,7 +230,7 @@ func (p *part) window(n *node) {
 		if !open {
 			// Jobs running go on for the drain, then are handed back (the agent's drain).
 			n.closed = p.now
-			p.at(p.now+n.class.Drain, event{kind: evDrained, n: n, gen: n.gen})
+			p.at(p.now+n.class.Drain, event{kind: evDrained, ref: n, gen: n.gen})
 		}
 	}
 	p.nextWindow(n)
@@ -243,7 +243,7 @@ func (p *part) nextWindow(n *node) {
 		return
 	}
 	if d := next.Sub(p.w.start); d < p.w.end {
-		p.at(d, event{kind: evWindow, n: n})
+		p.at(d, event{kind: evWindow, ref: n})
 	}
 }
 
@@ -260,7 +260,7 @@ func (p *part) drop(n *node) {
 			p.cut(o.jobs[len(o.jobs)-1], cutDropped)
 		}
 	}
-	p.at(p.now+n.class.Reconnect, event{kind: evReconnect, n: n})
+	p.at(p.now+n.class.Reconnect, event{kind: evReconnect, ref: n})
 }
 
 // reconnect brings a dropped node back.

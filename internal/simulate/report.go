@@ -32,6 +32,8 @@ type Report struct {
 
 // Requests counts how live requests ended: each exactly once.
 type Requests struct {
+	// Arrived is counted as requests arrive; Total as they end (served + failed + timed out).
+	Arrived  int64 `json:"arrived"`
 	Total    int64 `json:"total"`
 	Served   int64 `json:"served"`
 	Failed   int64 `json:"failed"`
@@ -189,6 +191,7 @@ func (w *world) report(s *stats) *Report {
 
 	// Requests.
 	rq := &rep.Requests
+	rq.Arrived = s.arrived
 	rq.Failures = map[string]int64{}
 	for row := range numRows {
 		c := s.requests[row]

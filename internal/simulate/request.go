@@ -223,7 +223,7 @@ func (p *part) wait(r *request, w *waitOn) {
 	if r.batch {
 		deadline = r.run.expires
 	}
-	p.at(deadline, event{kind: evQueueTimeout, r: r, gen: r.tgen})
+	p.at(deadline, event{kind: evQueueTimeout, ref: r, gen: r.tgen})
 	if !r.batch {
 		p.preempt(w.m, tk, r.tier == tier.Gold)
 	}
@@ -288,7 +288,7 @@ func (p *part) start(r *request, o *offer, c matcher.Candidate) {
 		j.listed = true
 	}
 	r.job = j
-	p.at(j.end, event{kind: evJobEnd, j: j})
+	p.at(j.end, event{kind: evJobEnd, ref: j})
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
@@ -451,7 +451,7 @@ func (p *part) cut(j *job, why cutWhy) {
 		}
 		r.continuing = true
 	}
-	p.at(p.now, event{kind: evRedispatch, r: r})
+	p.at(p.now, event{kind: evRedispatch, ref: r})
 }
 
 // preempt stops the newest batch job of the model on a node whose freed slot tk would take,
@@ -475,7 +475,7 @@ func (p *part) preemptFrom(js []*job, tk *queue.Ticket[*offer, *matcher.Candidat
 			j.preempted = true
 			p.st.preemptions++
 			// The node stops the job and its slot frees; then the queue hands it over.
-			p.at(p.now, event{kind: evPreempted, j: j})
+			p.at(p.now, event{kind: evPreempted, ref: j})
 			return true
 		}
 	}

@@ -382,25 +382,25 @@ func (p *part) run() {
 				p.arrival(p.w.streams[e.x])
 			}
 		case evJobEnd:
-			p.jobEnd(e.j)
+			p.jobEnd(e.job())
 		case evPreempted:
-			p.cut(e.j, cutPreempted)
+			p.cut(e.job(), cutPreempted)
 		case evDrop:
-			if e.gen == e.n.gen {
-				p.drop(e.n)
+			if n := e.node(); e.gen == n.gen {
+				p.drop(n)
 			}
 		case evReconnect:
-			p.reconnect(e.n)
+			p.reconnect(e.node())
 		case evWindow:
-			p.window(e.n)
+			p.window(e.node())
 		case evDrained:
-			if e.gen == e.n.gen {
-				p.drained(e.n)
+			if n := e.node(); e.gen == n.gen {
+				p.drained(n)
 			}
 		case evQueueTimeout:
-			p.timeout(e.r, e.gen)
+			p.timeout(e.request(), e.gen)
 		case evRedispatch:
-			p.dispatch(e.r)
+			p.dispatch(e.request())
 		case evSurge:
 			if !ended {
 				p.sampleSurge(p.byIndex[int(e.x)])
@@ -416,7 +416,7 @@ func (p *part) run() {
 				p.tryBatches(m)
 			}
 		case evBatchExpire:
-			p.expire(e.b)
+			p.expire(e.batchRun())
 		}
 	}
 	if p.now < end {

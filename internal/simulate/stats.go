@@ -50,6 +50,7 @@ type stats struct {
 	nodeTokens, nodeJobs   []int64
 	windowEarned           []map[string]money.Nanos // by class: ask window ("" flat) → earned
 
+	arrived  int64 // live requests that arrived
 	requests [numRows][numOutcomes]int64
 	fails    [numFails]int64
 	tokens   [numRows]int64 // billed, prompt and completion
@@ -174,6 +175,7 @@ func (s *stats) request(p *part, r *request, out outcome, why failWhy, bill *led
 // arrival counts what a live request asks for, for the comparisons: the slot-time it needs on
 // its stream's dedicated class, and its tokens for the offline bound.
 func (s *stats) arrival(w *world, st *stream, r *request) {
+	s.arrived++
 	h := int(r.arrive / time.Hour)
 	if h >= s.hours {
 		return
@@ -230,6 +232,7 @@ func (s *stats) merge(o *stats) {
 	for i := range s.fails {
 		s.fails[i] += o.fails[i]
 	}
+	s.arrived += o.arrived
 	s.fees += o.fees
 	s.subsidy += o.subsidy
 	s.earned += o.earned
