@@ -43,6 +43,7 @@ and peak heap go to stderr. docs/architecture.md ("Simulation") says what is sim
 type simulateFlags struct {
 	fleet, demand  string
 	days           float64
+	weight         int
 	seed           uint64
 	scale, workers int
 	policy         string
@@ -67,6 +68,7 @@ func (s *simulateFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&s.days, "days", 7, "days of traffic to simulate")
 	fs.Uint64Var(&s.seed, "seed", 1, "random seed: the same seed gives the same report")
 	fs.IntVar(&s.scale, "scale", 1, "multiply every class's nodes, every stream's rate and every batch's lines")
+	fs.IntVar(&s.weight, "weight", 1, "each simulated request stands for this many like requests, for fleets too large to simulate one by one: rates, batch lines and every class's max_concurrent (which it must divide) are divided by it, and every count and amount multiplied")
 	fs.StringVar(&s.policy, "policy", "auction", "how requests' nodes are picked: auction (the coordinator's), cheapest, least-loaded or random")
 	fs.BoolVar(&s.compare, "compare-policies", false, "run every policy on the same seed and compare them with an offline bound")
 	fs.BoolVar(&s.json, "json", false, "write the report as JSON")
@@ -90,6 +92,9 @@ func (s *simulateFlags) validate(fs *flag.FlagSet) error {
 	s.duration = time.Duration(s.days * float64(24*time.Hour))
 	if s.scale < 1 {
 		errs = append(errs, &config.FieldError{Field: "scale", Msg: "must be at least 1"})
+	}
+	if s.weight < 1 {
+		errs = append(errs, &config.FieldError{Field: "weight", Msg: "must be at least 1"})
 	}
 	if s.workers < 0 {
 		errs = append(errs, &config.FieldError{Field: "workers", Msg: "must not be negative"})
@@ -154,7 +159,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := s.validate(fs); err != nil {
 		return err
 	}
-	opts := simulate.Options{Seed: s.seed, Duration: s.duration, Scale: s.scale, Policy: s.policyParsed, Workers: s.workers}
+	opts := simulate.Options{Seed: s.seed, Duration: s.duration, Scale: s.scale, Policy: s.policyParsed, Workers: s.workers, Weight: s.weight}
 	peak := watchHeap()
 	start := time.Now()
 	var (

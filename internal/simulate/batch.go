@@ -30,11 +30,9 @@ type batchRun struct {
 func (p *part) submit(b *batch) {
 	m := p.models[b.Model]
 	run := &batchRun{b: b, m: m, expires: p.now + b.window, pending: b.Lines}
-	p.st.batch(b).submitted += b.Lines
+	p.st.batch(b).submitted += b.Lines * int(p.st.weight)
 	if m == nil {
-		for range b.Lines {
-			p.st.batch(b).failed++ // no node serves its model
-		}
+		p.st.batch(b).failed += b.Lines * int(p.st.weight) // no node serves its model
 		run.pending = 0
 	} else {
 		m.runs = append(m.runs, run)
@@ -122,13 +120,14 @@ func (p *part) lineEnded(r *request, out outcome) {
 	run := r.run
 	run.running--
 	st := p.st.batch(run.b)
+	wt := int(p.st.weight)
 	switch out {
 	case outServed:
-		st.done++
+		st.done += wt
 	case outTimedOut:
-		st.expired++
+		st.expired += wt
 	default:
-		st.failed++
+		st.failed += wt
 	}
 	if m := run.m; m != nil {
 		p.tryBatches(m)
@@ -138,7 +137,7 @@ func (p *part) lineEnded(r *request, out outcome) {
 // expire ends a batch's completion window: lines not started expire (those waiting to
 // continue leave the queue at the same deadline).
 func (p *part) expire(run *batchRun) {
-	p.st.batch(run.b).expired += run.pending
+	p.st.batch(run.b).expired += run.pending * int(p.st.weight)
 	run.pending = 0
 	m := run.m
 	for i, x := range m.runs {

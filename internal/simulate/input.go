@@ -306,7 +306,8 @@ type class struct {
 	in, out   money.Price
 	continues bool
 	level     matcher.Level
-	gold      int
+	gold      int // gold slots, of the simulated slots
+	slots     int // simulated slots a model: MaxConcurrent ÷ the run's weight
 	regions   []string  // sorted
 	regionCDF []float64 // cumulative weights of regions
 }
@@ -334,6 +335,7 @@ func (c Class) compile(i int) (*class, error) {
 	}
 	// As the agent rounds it (agent.goldSlots).
 	k.gold = min(int(math.Round(c.GoldShare*float64(k.MaxConcurrent))), k.MaxConcurrent)
+	k.slots = k.MaxConcurrent
 	k.continues = c.Continues == nil || *c.Continues
 	if c.TokensPerSecond <= 0 {
 		return nil, fmt.Errorf("%s: tokens_per_second must be above 0", where)

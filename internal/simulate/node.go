@@ -72,7 +72,7 @@ func (o *offer) AcquireFor(t tier.Tier) bool {
 
 func (o *offer) slots(t tier.Tier) int {
 	k := o.node.class
-	return tier.Slots(k.MaxConcurrent, k.gold, k.NoBronze, t)
+	return tier.Slots(k.slots, k.gold, k.NoBronze, t)
 }
 
 // acquire takes a slot, counting it in the model's load.
@@ -112,7 +112,7 @@ func (o *offer) candidate(t time.Time) matcher.Candidate {
 	n, k := o.node, o.node.class
 	c := matcher.Candidate{
 		NodeID: n.id, ProviderID: n.provider, Region: n.region,
-		Running: o.running, MaxConcurrent: k.MaxConcurrent, GoldSlots: k.gold,
+		Running: o.running, MaxConcurrent: k.slots, GoldSlots: k.gold,
 		NoBronze: k.NoBronze, NoBatch: k.NoBatch, Reliability: k.Reliability, Quantization: k.Quantization,
 		RTT: k.RTT, TTFT: k.TTFT, TokensPerSecond: k.TokensPerSecond, Warm: true, Continues: k.continues,
 		Paused: !n.open, Level: k.level, Slot: o,
@@ -179,7 +179,7 @@ func (p *part) index(m *model) *matcher.Index {
 func (p *part) goOnline(n *node) {
 	n.since = p.now
 	for _, o := range n.offers {
-		o.model.onlineSlots += n.class.MaxConcurrent
+		o.model.onlineSlots += n.class.slots
 		o.model.onlineRunning += o.running
 	}
 	p.scheduleDrop(n)
@@ -193,7 +193,7 @@ func (p *part) goOnline(n *node) {
 func (p *part) goOffline(n *node) {
 	p.st.online(n, n.since, p.now)
 	for _, o := range n.offers {
-		o.model.onlineSlots -= n.class.MaxConcurrent
+		o.model.onlineSlots -= n.class.slots
 		o.model.onlineRunning -= o.running
 	}
 	n.gen++ // its pending drop is void

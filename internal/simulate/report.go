@@ -227,7 +227,7 @@ func (w *world) report(s *stats) *Report {
 	byClass := make([][]*NodeReport, len(w.classes))
 	for _, n := range w.nodes {
 		k := n.class
-		slots := float64(len(k.Models) * k.MaxConcurrent)
+		slots := float64(len(k.Models) * k.slots)
 		window := k.windows.Overlap(w.start, w.start.Add(w.end)).Seconds()
 		nr := &NodeReport{ID: n.id, Class: k.Name, Region: n.region, WindowHours: round(window/3600, 2),
 			Jobs: s.nodeJobs[n.index], Tokens: s.nodeTokens[n.index], earned: s.nodeEarned[n.index]}
@@ -250,7 +250,7 @@ func (w *world) report(s *stats) *Report {
 				cr.Hourly[h] = round(b/on, 4)
 			}
 		}
-		slots := float64(len(k.Models)*k.MaxConcurrent) * float64(len(nodes))
+		slots := float64(len(k.Models)*k.slots) * float64(len(nodes))
 		if online > 0 {
 			cr.Utilization = round(busy/online, 4)
 		}
@@ -273,7 +273,7 @@ func (w *world) report(s *stats) *Report {
 			cr.PerNode = (cr.earned / money.Nanos(len(nodes))).String()
 		}
 		if window > 0 {
-			cr.Fill = round(busy/(window*3600*float64(len(k.Models)*k.MaxConcurrent)), 4)
+			cr.Fill = round(busy/(window*3600*float64(len(k.Models)*k.slots)), 4)
 		}
 		cr.Earned = cr.earned.String()
 		for name, v := range s.windowEarned[k.index] {

@@ -332,8 +332,9 @@ func (p *part) finish(j *job, delivered int) {
 	r.job = nil
 	if delivered > 0 {
 		n := o.node
+		wt := int(p.st.weight) // a simulated job does the work of this many
 		r.works = append(r.works, ledger.Work{NodeID: n.id, ProviderID: n.provider, Ask: j.ask, AskWindow: j.window, Surge: j.surge,
-			PromptTokens: j.read, CompletionTokens: delivered, DeliveredBytes: 4 * delivered})
+			PromptTokens: j.read * wt, CompletionTokens: delivered * wt, DeliveredBytes: 4 * delivered * wt})
 	}
 }
 
@@ -432,7 +433,7 @@ func (p *part) cut(j *job, why cutWhy) {
 		}
 	case delivered == 0:
 		// It failed before its first token: another node starts afresh (or continues).
-		p.st.failoversBefore++
+		p.st.failoversBefore += p.st.weight
 		if why == cutDropped {
 			// Its connection dropped: once back, it is as good as any node.
 			if r.avoid != nil {
@@ -443,7 +444,7 @@ func (p *part) cut(j *job, why cutWhy) {
 		}
 	default:
 		// Mid-answer: another node continues from exactly where this one stopped.
-		p.st.failoversMid++
+		p.st.failoversMid += p.st.weight
 		r.fruitless = 0
 		r.avoid, r.last = nil, ""
 		if why != cutDropped {
@@ -473,7 +474,7 @@ func (p *part) preemptFrom(js []*job, tk *queue.Ticket[*offer, *matcher.Candidat
 		c := j.o.freed(p.clock())
 		if tk.Fits(&c) {
 			j.preempted = true
-			p.st.preemptions++
+			p.st.preemptions += p.st.weight
 			// The node stops the job and its slot frees; then the queue hands it over.
 			p.at(p.now, event{kind: evPreempted, ref: j})
 			return true
@@ -499,7 +500,8 @@ func (p *part) fail(r *request, why failWhy) {
 func (p *part) end(r *request, out outcome, why failWhy) {
 	var bill *ledger.Bill
 	if len(r.works) > 0 {
-		b := ledger.Bounds{PromptTokens: r.prompt, CompletionTokens: r.answer, PromptEstimate: r.prompt}
+		wt := int(p.st.weight)
+		b := ledger.Bounds{PromptTokens: r.prompt * wt, CompletionTokens: r.answer * wt, PromptEstimate: r.prompt * wt}
 		bill = p.led.Price(strconv.FormatInt(r.id, 36), b, r.works)
 	}
 	p.st.request(p, r, out, why, bill)

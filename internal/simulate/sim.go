@@ -54,6 +54,13 @@ type Options struct {
 	Policy Policy
 	// Workers is how many partitions run at once; 0: GOMAXPROCS.
 	Workers int
+	// Weight makes each simulated request stand for Weight like requests, for fleets too
+	// large to simulate request by request: the streams' rates and the batches' lines are
+	// divided by it, and so is each class's max_concurrent (which it must divide: a
+	// simulated slot stands for Weight slots); every request, token, amount, preemption and
+	// failover counts Weight times. Utilization, fill and money keep their expectations;
+	// queueing is coarser (Weight requests arrive as one). 0: 1, request by request.
+	Weight int
 }
 
 // world is what a run does not change, shared by its partitions.
@@ -114,6 +121,9 @@ func newWorld(f *Fleet, d *Demand, o Options) (*world, error) {
 	if o.Scale <= 0 {
 		o.Scale = 1
 	}
+	if o.Weight <= 0 {
+		o.Weight = 1
+	}
 	w := &world{opts: o, start: f.Start, end: o.Duration, nodeIndex: map[string]int32{}, modelIndex: map[string]int{}}
 	if w.start.IsZero() {
 		w.start = DefaultStart
@@ -136,6 +146,11 @@ func newWorld(f *Fleet, d *Demand, o Options) (*world, error) {
 			return nil, fmt.Errorf("classes[%d]: the name %q is taken", i, k.Name)
 		}
 		names[k.Name] = true
+		if k.MaxConcurrent%o.Weight != 0 {
+			return nil, fmt.Errorf("classes[%d] (%s): max_concurrent %d is not a multiple of the weight %d", i, k.Name, k.MaxConcurrent, o.Weight)
+		}
+		k.slots = k.MaxConcurrent / o.Weight
+		k.gold = int(math.Round(float64(k.gold) / float64(o.Weight)))
 		w.classes = append(w.classes, k)
 		for _, m := range k.Models {
 			models[m] = true
@@ -146,8 +161,8 @@ func newWorld(f *Fleet, d *Demand, o Options) (*world, error) {
 		if err != nil {
 			return nil, err
 		}
-		st.Rate *= float64(o.Scale)
-		st.peak *= float64(o.Scale)
+		st.Rate *= float64(o.Scale) / float64(o.Weight)
+		st.peak *= float64(o.Scale) / float64(o.Weight)
 		for _, m := range st.models {
 			models[m] = true
 		}
@@ -158,7 +173,7 @@ func newWorld(f *Fleet, d *Demand, o Options) (*world, error) {
 		if err != nil {
 			return nil, err
 		}
-		k.Lines *= o.Scale
+		k.Lines = (k.Lines*o.Scale + o.Weight - 1) / o.Weight
 		models[k.Model] = true
 		w.batches = append(w.batches, k)
 	}
@@ -333,7 +348,7 @@ func (w *world) newPart(models []string) *part {
 			n.open = true
 			n.since = 0
 			for _, o := range n.offers {
-				o.model.onlineSlots += n.class.MaxConcurrent
+				o.model.onlineSlots += n.class.slots
 			}
 			p.scheduleDrop(n)
 		}
@@ -425,7 +440,7 @@ func (p *part) run() {
 	}
 	for _, m := range p.list {
 		for _, run := range m.runs {
-			p.st.batch(run.b).unstarted += run.pending
+			p.st.batch(run.b).unstarted += run.pending * int(p.st.weight)
 		}
 	}
 }

@@ -42,7 +42,8 @@ var rowNames = [numRows]string{"gold", "silver", "bronze", "batch"}
 
 // stats is what one partition measures; partitions' stats add up (merge).
 type stats struct {
-	hours int
+	hours  int
+	weight int64 // each request counts this many times (Options.Weight)
 
 	classBusy, classOnline [][]float64 // class × hour: slot-seconds busy, and online
 	nodeBusy, nodeOnline   []float64   // by node: slot-seconds
@@ -80,7 +81,7 @@ type batchStats struct {
 
 func newStats(w *world) *stats {
 	h := w.hours
-	s := &stats{hours: h,
+	s := &stats{hours: h, weight: int64(w.opts.Weight),
 		nodeBusy: make([]float64, len(w.nodes)), nodeOnline: make([]float64, len(w.nodes)),
 		nodeEarned: make([]money.Nanos, len(w.nodes)), nodeTokens: make([]int64, len(w.nodes)), nodeJobs: make([]int64, len(w.nodes)),
 		batches:      make([]batchStats, len(w.batches)),
@@ -123,7 +124,7 @@ func (s *stats) busy(n *node, from, to time.Duration) {
 
 // online counts a node's online time in this partition, weighted by its slots here.
 func (s *stats) online(n *node, from, to time.Duration) {
-	slots := float64(len(n.offers) * n.class.MaxConcurrent)
+	slots := float64(len(n.offers) * n.class.slots)
 	s.spread(s.classOnline[n.class.index], from, to, slots)
 	s.nodeOnline[n.index] += (to - from).Seconds() * slots
 }
@@ -134,9 +135,10 @@ func (s *stats) request(p *part, r *request, out outcome, why failWhy, bill *led
 	if !r.batch {
 		row = tierIndex(r.tier)
 	}
-	s.requests[row][out]++
+	wt := s.weight
+	s.requests[row][out] += wt
 	if !r.batch {
-		s.fails[why]++
+		s.fails[why] += wt
 	}
 	if bill != nil {
 		st := bill.Settlement
@@ -157,25 +159,26 @@ func (s *stats) request(p *part, r *request, out outcome, why failWhy, bill *led
 		for _, w := range r.works {
 			i := p.w.nodeIndex[w.NodeID]
 			s.nodeTokens[i] += int64(w.CompletionTokens)
-			s.nodeJobs[i]++
+			s.nodeJobs[i] += wt
 		}
 	}
 	if r.batch {
 		return
 	}
-	s.liveOut += int64(r.delivered)
+	s.liveOut += int64(r.delivered) * wt
 	t := tierIndex(r.tier)
-	s.queueWait[t].add(r.queued)
+	s.queueWait[t].add(r.queued, wt)
 	if r.started {
-		s.ttft[t].add(r.first - r.arrive - r.queuedFirst)
-		s.firstToken[t].add(r.first - r.arrive)
+		s.ttft[t].add(r.first-r.arrive-r.queuedFirst, wt)
+		s.firstToken[t].add(r.first-r.arrive, wt)
 	}
 }
 
 // arrival counts what a live request asks for, for the comparisons: the slot-time it needs on
 // its stream's dedicated class, and its tokens for the offline bound.
 func (s *stats) arrival(w *world, st *stream, r *request) {
-	s.arrived++
+	s.arrived += s.weight
+	wt := float64(s.weight)
 	h := int(r.arrive / time.Hour)
 	if h >= s.hours {
 		return
@@ -185,12 +188,12 @@ func (s *stats) arrival(w *world, st *stream, r *request) {
 		if k.PrefillTokensPerSecond > 0 {
 			d += float64(r.prompt) / k.PrefillTokensPerSecond
 		}
-		s.dedicated[st.index][h] += d
+		s.dedicated[st.index][h] += d * wt
 	}
 	if mi, ok := w.modelIndex[r.models[0]]; ok {
 		d := &s.demand[mi][h][tierIndex(r.tier)]
-		d[0] += float64(r.prompt)
-		d[1] += float64(r.answer)
+		d[0] += float64(r.prompt) * wt
+		d[1] += float64(r.answer) * wt
 	}
 }
 
@@ -275,7 +278,7 @@ type hist struct {
 
 const linearMS = 1 << 16
 
-func (h *hist) add(d time.Duration) {
+func (h *hist) add(d time.Duration, n int64) {
 	if h.buckets == nil {
 		h.buckets = make([]int64, linearMS+64)
 	}
@@ -284,9 +287,9 @@ func (h *hist) add(d time.Duration) {
 	if ms >= linearMS {
 		i = linearMS + bits.Len64(uint64(ms>>16))
 	}
-	h.buckets[i]++
-	h.n++
-	h.sum += d
+	h.buckets[i] += n
+	h.n += n
+	h.sum += d * time.Duration(n)
 }
 
 func (h *hist) merge(o *hist) {
