@@ -306,8 +306,8 @@ type class struct {
 	in, out   money.Price
 	continues bool
 	level     matcher.Level
-	gold      int // gold slots, of the simulated slots
-	slots     int // simulated slots a model: MaxConcurrent ÷ the run's weight
+	gold      int       // gold slots, of the simulated slots
+	slots     int       // simulated slots a model: MaxConcurrent ÷ the run's weight
 	regions   []string  // sorted
 	regionCDF []float64 // cumulative weights of regions
 }
