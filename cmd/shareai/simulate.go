@@ -149,11 +149,19 @@ func (s *simulateFlags) validate(fs *flag.FlagSet) error {
 	return nil
 }
 
-func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var s simulateFlags
+// simulateFlagSet is simulate's flag set.
+func simulateFlagSet(s *simulateFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	s.register(fs)
-	if err := parse(fs, args, stderr, simulateAbout); err != nil {
+	return fs
+}
+
+func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var s simulateFlags
+	fs := simulateFlagSet(&s)
+	// No environment: the provider's SHAREAI_WINDOWS and SHAREAI_TIMEZONE, say, are the
+	// agent's settings, not what-if questions.
+	if err := parseArgs(fs, args, stderr, simulateAbout); err != nil {
 		return err
 	}
 	if err := s.validate(fs); err != nil {
@@ -219,6 +227,27 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		rate = fmt.Sprintf(", %s requests (%.2f µs each)", fmtCount(requests), float64(wall.Microseconds())/float64(requests))
 	}
 	fmt.Fprintf(stderr, "simulated %s days in %s of wall time%s; peak heap %d MiB\n", trimDays(s.days), wall.Round(time.Millisecond), rate, heap>>20)
+	return nil
+}
+
+// parseArgs is parse without the environment.
+func parseArgs(fs *flag.FlagSet, args []string, stderr io.Writer, about string) error {
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "%s\n\nUsage: shareai %s [flags]\n\nFlags:\n", about, fs.Name())
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return errUsage
+	}
 	return nil
 }
 
