@@ -171,6 +171,18 @@ var rules = []rule{
 		in("internal/console"), in("internal/gateway"), in("internal/fleet"), in("internal/core"), in("cmd/..."))},
 	{pkg: "internal/console", bad: forbid("the console's playground runs a chat through the request core, for the signed-in account: never through the buyer API's handler",
 		in("internal/gateway"))},
+	// The simulator drives the coordinator's own decision and money code in virtual time: it
+	// links the matcher, the queue, the tiers, the prices, the windows and the ledger, and
+	// nothing of the live network, so that what it measures is theirs and no copy of them.
+	{pkg: "internal/simulate", bad: slices.Concat(
+		forbid("the simulator runs the coordinator's pure parts on a virtual clock: it links none of the live coordinator (sessions, the request core, the buyer API, the agent)",
+			in("internal/fleet"), in("internal/core"), in("internal/gateway"), in("internal/relay"), in("internal/console"), in("internal/coordinator"),
+			in("internal/localnet"), in("internal/testenv"), in("internal/agent"), in("internal/batch"), in("internal/verify"), in("internal/mesh"),
+			in("internal/bus"), in("internal/config")),
+		forbid("the simulator opens no connection: net/http comes only with the ledger's metrics types", stacks...),
+		forbid("the simulator keeps no database: the ledger prices in memory", databases[1:]...)),
+		want: []string{in("internal/matcher"), in("internal/queue"), in("internal/tier"), in("internal/pricing"), in("internal/schedule"),
+			in("internal/ledger"), in("internal/money"), in("internal/hw")}},
 }
 
 // platforms are those the programs are built for: the coordinator on Linux, the agent on

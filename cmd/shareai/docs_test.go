@@ -25,6 +25,7 @@ func docTables() []struct {
 	up, _ := upFlags(new(config.Up))
 	bench := flag.NewFlagSet("bench", flag.ContinueOnError)
 	new(config.Bench).Flags(bench)
+	simulate := simulateFlagSet(new(simulateFlags))
 	db := flag.NewFlagSet("keys, admin", flag.ContinueOnError)
 	new(dbFlags).register(db)
 	return []struct {
@@ -36,6 +37,7 @@ func docTables() []struct {
 		{"provider", table(config.Table{Flags: provider, FileKey: config.ProviderFileKey,
 			Defaults: map[string]string{"name": "the machine's host name"}})},
 		{"bench", table(config.Table{Flags: bench, EnvVar: benchEnvVar})},
+		{"simulate", table(config.Table{Flags: simulate, EnvVar: func(string) string { return "" }})},
 		{"database", table(config.Table{Flags: db})},
 		{"provider-file", config.ProviderFileTable},
 		{"env", func() string { return config.EnvTable(coordinator, up, provider, bench, db) }},
@@ -55,7 +57,7 @@ func benchEnvVar(flagName string) string {
 // settings; "" for a command with none worth listing there.
 var docCommands = map[string]string{
 	"up": "up", "coordinator": "coordinator", "provider": "provider", "bench": "bench",
-	"keys": "database", "admin": "database", "receipt": "", "version": "",
+	"keys": "database", "admin": "database", "receipt": "", "version": "", "simulate": "simulate",
 }
 
 // docs/configuration.md lists every setting of every program, with its environment variable,

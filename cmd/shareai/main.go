@@ -29,6 +29,7 @@ var commands = []command{
 	{"keys", "create, list and revoke buyers' API keys and providers' tokens", runKeys},
 	{"admin", "credit buyers, pay providers out, set spend caps, list accounts", runAdmin},
 	{"bench", "load a network with requests and report throughput, latency and errors", runBench},
+	{"simulate", "simulate the market in virtual time, or forecast a provider's earnings", runSimulate},
 	{"receipt", "check the signed receipts of your requests, offline", runReceipt},
 	{"version", "print the version", runVersion},
 }
