@@ -63,13 +63,48 @@ type State struct {
 	// Aside is the rest of the answer delivered so far, as text: its reasoning and tool calls
 	// (as asideToolCalls writes them), for the coordinator's count of a node's tokens.
 	Aside strings.Builder
-	calls [maxToolCallIndex + 1]bool // the tool calls whose start Aside holds
+	calls toolCalls // the tool calls whose start Aside holds
 	// Delivered is the size of the answer written in all: text, reasoning, tool calls.
 	Delivered int
 	// gap is a moving average of the time between pieces, for the stall timeout.
 	gap  time.Duration
 	last time.Time
 }
+
+// toolCalls is a set of tool call indexes, from 0 to maxToolCallIndex: a bit each.
+type toolCalls [(maxToolCallIndex + 64) / 64]uint64
+
+func (tc *toolCalls) has(i int) bool { return tc[i/64]&(1<<(i%64)) != 0 }
+func (tc *toolCalls) add(i int)      { tc[i/64] |= 1 << (i % 64) }
+
+// A deadline bounds a relay's waits for a job's frames: the stall timeout, or the wait for a
+// cancelled job's end. Its timer wakes the job's reader (Frames.Wake), which finds the
+// deadline passed; one timer serves every wait of a job, armed again at each, so that a
+// stream waiting for its next piece keeps no context, channel or timer of a wait.
+type deadline struct {
+	timer *time.Timer // nil until armed
+	at    time.Time
+}
+
+// arm sets the deadline d from now, waking job then.
+func (dl *deadline) arm(job Frames, d time.Duration) {
+	dl.at = time.Now().Add(d)
+	if dl.timer == nil {
+		dl.timer = time.AfterFunc(d, job.Wake)
+	} else {
+		dl.timer.Reset(d)
+	}
+}
+
+// stop stops the deadline's timer.
+func (dl *deadline) stop() {
+	if dl.timer != nil {
+		dl.timer.Stop()
+	}
+}
+
+// passed says whether the deadline is armed and has passed.
+func (dl *deadline) passed() bool { return dl.timer != nil && !time.Now().Before(dl.at) }
 
 // Options tune Run.
 type Options struct {
@@ -105,10 +140,14 @@ var ErrStalled = errors.New("node stalled")
 // end, and the way to stop it. fleet.Job is the local one; a job whose frames come from
 // another process is another.
 type Frames interface {
-	// Next returns the next frame, waiting for it until ctx is done (then ctx's error).
-	Next(ctx context.Context) (protocol.Frame, error)
 	// TryNext returns the next frame if one is ready.
 	TryNext() (protocol.Frame, bool)
+	// Ready receives a value when a frame may have come since TryNext last found none, or
+	// Wake was called: the relay waits on it and on the buyer's context, rather than in a
+	// call of its own, so that a stream held open costs no context or timer per wait.
+	Ready() <-chan struct{}
+	// Wake makes Ready receive, as a frame would: the relay's timer wakes it at a deadline.
+	Wake()
 	// Cancel asks the node to stop; its end frame follows.
 	Cancel()
 	// Preempted reports whether the coordinator stopped the job to free its slot for a gold
@@ -122,11 +161,15 @@ var ErrPreempted = errors.New("preempted by a gold request")
 // Run relays job to sink until the job ends or ctx (the buyer's request) is done. st carries
 // the answer's state from job to job.
 func Run(ctx context.Context, job Frames, sink Sink, st *State, opts Options) Result {
-	var res Result
+	var (
+		res Result
+		dl  deadline
+	)
+	defer dl.stop()
 	for {
-		fr, err := next(ctx, job, st, res.Delivered > 0, opts.StallCeiling)
+		fr, err := next(ctx, job, st, &dl, res.Delivered > 0, opts.StallCeiling)
 		if err != nil {
-			if errors.Is(err, ErrStalled) && ctx.Err() == nil {
+			if err == ErrStalled && ctx.Err() == nil {
 				job.Cancel()
 				res.Outcome, res.Err = Failed, err
 				if !st.Started {
@@ -134,7 +177,7 @@ func Run(ctx context.Context, job Frames, sink Sink, st *State, opts Options) Re
 				}
 				return res
 			}
-			return cancel(job, res, err)
+			return cancel(job, res, &dl, err)
 		}
 		for {
 			if fr.Type == protocol.TypeEnd {
@@ -162,7 +205,7 @@ func Run(ctx context.Context, job Frames, sink Sink, st *State, opts Options) Re
 			}
 			st.last = now
 			if err := sink.Delta(d); err != nil {
-				return cancel(job, res, err)
+				return cancel(job, res, &dl, err)
 			}
 			st.Text.WriteString(d.Text)
 			n := len(d.Text) + len(d.Reasoning) + len(d.ToolCalls)
@@ -175,7 +218,7 @@ func Run(ctx context.Context, job Frames, sink Sink, st *State, opts Options) Re
 			}
 		}
 		if err := sink.Flush(); err != nil {
-			return cancel(job, res, err)
+			return cancel(job, res, &dl, err)
 		}
 		if opts.Progress != nil {
 			opts.Progress(st.Delivered, res.Pieces)
@@ -219,8 +262,8 @@ func (st *State) aside(d *protocol.Delta) error {
 // tokens: the function's name and arguments, and once a call the JSON a model writes around
 // them, but not the JSON of the deltas (which each streamed fragment repeats).
 func (st *State) asideToolCall(tc toolCallDelta) {
-	if tc.Function.Name != "" && !st.calls[tc.Index] {
-		st.calls[tc.Index] = true
+	if tc.Function.Name != "" && !st.calls.has(tc.Index) {
+		st.calls.add(tc.Index)
 		st.Aside.WriteString(`{"name": "`)
 		st.Aside.WriteString(tc.Function.Name)
 		st.Aside.WriteString(`", "arguments": `)
@@ -230,36 +273,51 @@ func (st *State) asideToolCall(tc toolCallDelta) {
 
 // next waits for the job's next frame, at most the stall timeout: the ceiling until the job's
 // first piece (a node taking over an answer has its own time to first token), then ten times
-// the answer's usual gap between pieces, at least a second.
-func next(ctx context.Context, job Frames, st *State, flowing bool, ceiling time.Duration) (protocol.Frame, error) {
-	if ceiling <= 0 {
-		return job.Next(ctx)
-	}
+// the answer's usual gap between pieces, at least a second. It returns ctx's error when ctx is
+// done first, and ErrStalled when the timeout passes.
+func next(ctx context.Context, job Frames, st *State, dl *deadline, flowing bool, ceiling time.Duration) (protocol.Frame, error) {
 	if fr, ok := job.TryNext(); ok {
 		return fr, nil
 	}
-	timeout := ceiling
-	if flowing && st.gap > 0 {
-		timeout = min(max(10*st.gap, time.Second), ceiling)
+	if ceiling > 0 {
+		timeout := ceiling
+		if flowing && st.gap > 0 {
+			timeout = min(max(10*st.gap, time.Second), ceiling)
+		}
+		dl.arm(job, timeout)
 	}
-	sctx, stop := context.WithTimeoutCause(ctx, timeout, ErrStalled)
-	defer stop()
-	fr, err := job.Next(sctx)
-	if err != nil && ctx.Err() == nil {
-		return fr, context.Cause(sctx)
-	}
-	return fr, err
+	return wait(ctx, job, dl, ErrStalled)
 }
+
+// wait waits for the job's next frame until ctx is done (its error) or the deadline, if
+// armed, passes (then expired).
+func wait(ctx context.Context, job Frames, dl *deadline, expired error) (protocol.Frame, error) {
+	for {
+		if fr, ok := job.TryNext(); ok {
+			return fr, nil
+		}
+		if dl.passed() {
+			return protocol.Frame{}, expired
+		}
+		select {
+		case <-job.Ready():
+		case <-ctx.Done():
+			return protocol.Frame{}, ctx.Err()
+		}
+	}
+}
+
+// errCancelWait ends the wait for a cancelled job's end frame.
+var errCancelWait = errors.New("no end frame within the cancel wait")
 
 // cancel stops the job because the buyer went away, and waits a little for the node's end
 // frame, whose usage bills what was delivered.
-func cancel(job Frames, res Result, cause error) Result {
+func cancel(job Frames, res Result, dl *deadline, cause error) Result {
 	job.Cancel()
 	res.Outcome, res.Err = Cancelled, cause
-	ctx, stop := context.WithTimeout(context.Background(), cancelWait)
-	defer stop()
+	dl.arm(job, cancelWait)
 	for {
-		fr, err := job.Next(ctx)
+		fr, err := wait(context.Background(), job, dl, errCancelWait)
 		if err != nil {
 			return res
 		}
