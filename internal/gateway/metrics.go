@@ -17,11 +17,10 @@ func (g *Gateway) handleInference(endpoint string, fn handlerFunc) http.Handler 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, release := g.core.Track(r.Context()) // a shutdown's drain covers the request from here
 		defer release()
-		r = r.WithContext(ctx)
-		c, err := g.call(w, r, store.KeyBuyer, g.cfg.MaxBodyBytes, fn)
+		c, err := g.call(ctx, w, r, store.KeyBuyer, g.cfg.MaxBodyBytes, fn)
 		m := core.RequestMetrics(endpoint, c.usage, err)
 		g.cfg.Metrics.RequestEnded(m)
-		g.logRequest(r.Context(), c, m)
+		g.logRequest(c.ctx, c, m)
 	})
 }
 
