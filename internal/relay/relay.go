@@ -160,70 +160,105 @@ var ErrPreempted = errors.New("preempted by a gold request")
 
 // Run relays job to sink until the job ends or ctx (the buyer's request) is done. st carries
 // the answer's state from job to job.
+//
+// Its frame, and wait's, are all that the relay keeps on the stack of a stream waiting for its
+// next piece (deliver does the rest): the garbage collector paces itself by the stack it scans
+// as by the heap, so every byte here costs every open stream about two.
 func Run(ctx context.Context, job Frames, sink Sink, st *State, opts Options) Result {
 	var (
-		res Result
-		dl  deadline
+		res     Result
+		dl      deadline
+		waiting bool // for a frame since the last: the stall deadline is armed
 	)
 	defer dl.stop()
 	for {
-		fr, err := next(ctx, job, st, &dl, res.Delivered > 0, opts.StallCeiling)
-		if err != nil {
-			if err == ErrStalled && ctx.Err() == nil {
-				job.Cancel()
-				res.Outcome, res.Err = Failed, err
-				if !st.Started {
-					res.Outcome = Refused
-				}
-				return res
-			}
-			return cancel(job, res, &dl, err)
+		switch deliver(job, sink, st, &res, &dl, &opts) {
+		case ended:
+			return res
+		case delivered:
+			waiting = false
+			continue
 		}
-		for {
-			if fr.Type == protocol.TypeEnd {
-				return end(sink, fr.End, res, st, opts.Bill, job.Preempted())
-			}
-			d := fr.Delta
-			if err := st.aside(d); err != nil {
-				// The node's fault, not the buyer's: it failed (refused, before the answer
-				// started).
-				job.Cancel()
-				res.Outcome, res.Err = Failed, err
-				if !st.Started {
-					res.Outcome = Refused
-				}
-				return res
-			}
-			now := time.Now()
+		if !waiting && opts.StallCeiling > 0 {
+			dl.arm(job, stallTimeout(st, res.Delivered > 0, opts.StallCeiling))
+		}
+		waiting = true
+		switch {
+		case dl.passed() && ctx.Err() == nil:
+			job.Cancel()
+			res.Outcome, res.Err = Failed, ErrStalled
 			if !st.Started {
-				st.Started = true
-				st.TTFT = now.Sub(st.Start)
-			} else if gap := now.Sub(st.last); st.gap == 0 {
-				st.gap = gap
-			} else {
-				st.gap += (gap - st.gap) / 5
+				res.Outcome = Refused
 			}
-			st.last = now
-			if err := sink.Delta(d); err != nil {
-				return cancel(job, res, &dl, err)
-			}
-			st.Text.WriteString(d.Text)
-			n := len(d.Text) + len(d.Reasoning) + len(d.ToolCalls)
-			res.Delivered += n
-			res.Pieces += d.Pieces
-			st.Delivered += n
-			var ok bool
-			if fr, ok = job.TryNext(); !ok {
-				break
-			}
-		}
-		if err := sink.Flush(); err != nil {
-			return cancel(job, res, &dl, err)
-		}
-		if opts.Progress != nil {
-			opts.Progress(st.Delivered, res.Pieces)
+			return res
+		case dl.passed() || !wait(ctx, job):
+			cancel(job, &res, &dl, ctx.Err())
+			return res
 		}
 	}
+}
+
+// What deliver did.
+const (
+	none      = iota // no frame was ready
+	delivered        // it wrote the frames that were ready, and flushed them
+	ended            // the job ended: res is its result
+)
+
+// deliver writes the job's frames that are ready, if any, then flushes them, and says what it
+// did.
+func deliver(job Frames, sink Sink, st *State, res *Result, dl *deadline, opts *Options) int {
+	fr, ok := job.TryNext()
+	if !ok {
+		return none
+	}
+	for {
+		if fr.Type == protocol.TypeEnd {
+			*res = end(sink, fr.End, *res, st, opts.Bill, job.Preempted())
+			return ended
+		}
+		d := fr.Delta
+		if err := st.aside(d); err != nil {
+			// The node's fault, not the buyer's: it failed (refused, before the answer
+			// started).
+			job.Cancel()
+			res.Outcome, res.Err = Failed, err
+			if !st.Started {
+				res.Outcome = Refused
+			}
+			return ended
+		}
+		now := time.Now()
+		if !st.Started {
+			st.Started = true
+			st.TTFT = now.Sub(st.Start)
+		} else if gap := now.Sub(st.last); st.gap == 0 {
+			st.gap = gap
+		} else {
+			st.gap += (gap - st.gap) / 5
+		}
+		st.last = now
+		if err := sink.Delta(d); err != nil {
+			cancel(job, res, dl, err)
+			return ended
+		}
+		st.Text.WriteString(d.Text)
+		n := len(d.Text) + len(d.Reasoning) + len(d.ToolCalls)
+		res.Delivered += n
+		res.Pieces += d.Pieces
+		st.Delivered += n
+		if fr, ok = job.TryNext(); !ok {
+			break
+		}
+	}
+	if err := sink.Flush(); err != nil {
+		cancel(job, res, dl, err)
+		return ended
+	}
+	if opts.Progress != nil {
+		opts.Progress(st.Delivered, res.Pieces)
+	}
+	return delivered
 }
 
 // ErrBadToolCalls is a node's delta whose tool calls are not OpenAI's: an array of deltas,
@@ -271,59 +306,43 @@ func (st *State) asideToolCall(tc toolCallDelta) {
 	st.Aside.WriteString(tc.Function.Arguments)
 }
 
-// next waits for the job's next frame, at most the stall timeout: the ceiling until the job's
-// first piece (a node taking over an answer has its own time to first token), then ten times
-// the answer's usual gap between pieces, at least a second. It returns ctx's error when ctx is
-// done first, and ErrStalled when the timeout passes.
-func next(ctx context.Context, job Frames, st *State, dl *deadline, flowing bool, ceiling time.Duration) (protocol.Frame, error) {
-	if fr, ok := job.TryNext(); ok {
-		return fr, nil
+// stallTimeout is how long a job may be silent: the ceiling until its first piece (a node
+// taking over an answer has its own time to first token), then ten times the answer's usual
+// gap between pieces, at least a second.
+func stallTimeout(st *State, flowing bool, ceiling time.Duration) time.Duration {
+	if flowing && st.gap > 0 {
+		return min(max(10*st.gap, time.Second), ceiling)
 	}
-	if ceiling > 0 {
-		timeout := ceiling
-		if flowing && st.gap > 0 {
-			timeout = min(max(10*st.gap, time.Second), ceiling)
-		}
-		dl.arm(job, timeout)
-	}
-	return wait(ctx, job, dl, ErrStalled)
+	return ceiling
 }
 
-// wait waits for the job's next frame until ctx is done (its error) or the deadline, if
-// armed, passes (then expired).
-func wait(ctx context.Context, job Frames, dl *deadline, expired error) (protocol.Frame, error) {
-	for {
-		if fr, ok := job.TryNext(); ok {
-			return fr, nil
-		}
-		if dl.passed() {
-			return protocol.Frame{}, expired
-		}
-		select {
-		case <-job.Ready():
-		case <-ctx.Done():
-			return protocol.Frame{}, ctx.Err()
-		}
+// wait waits until the job may have a frame (true), or ctx is done (false).
+func wait(ctx context.Context, job Frames) bool {
+	select {
+	case <-job.Ready():
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
-// errCancelWait ends the wait for a cancelled job's end frame.
-var errCancelWait = errors.New("no end frame within the cancel wait")
-
-// cancel stops the job because the buyer went away, and waits a little for the node's end
-// frame, whose usage bills what was delivered.
-func cancel(job Frames, res Result, dl *deadline, cause error) Result {
+// cancel stops the job because the buyer went away (cause), and waits a little for the node's
+// end frame, whose usage bills what was delivered.
+func cancel(job Frames, res *Result, dl *deadline, cause error) {
 	job.Cancel()
 	res.Outcome, res.Err = Cancelled, cause
 	dl.arm(job, cancelWait)
 	for {
-		fr, err := wait(context.Background(), job, dl, errCancelWait)
-		if err != nil {
-			return res
-		}
-		if fr.Type == protocol.TypeEnd {
+		fr, ok := job.TryNext()
+		switch {
+		case ok && fr.Type == protocol.TypeEnd:
 			res.Usage = fr.End.Usage
-			return res
+			return
+		case ok:
+		case dl.passed():
+			return
+		default:
+			wait(context.Background(), job)
 		}
 	}
 }
