@@ -353,9 +353,9 @@ func (c *Coordinator) nodeSamples() []metrics.NodeSample {
 // slots of each model that this replica's nodes hold open, busy and free, and the batch jobs
 // it runs: the share of idle slot-time that batches fill is read from them.
 func (c *Coordinator) sampleSlots(ctx context.Context) {
+	last := time.Now() // before the ticker: its first tick's time is after it, dt never negative
 	t := time.NewTicker(c.cfg.SlotSampleEvery)
 	defer t.Stop()
-	last := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -495,6 +495,7 @@ func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
 		if srv.Shutdown(actx) != nil {
 			srv.Close()
 		}
+		c.Gateway.Wait(actx) // and the streams that took their connection over, before their nodes go
 		cancel()
 	}
 	c.Fleet.Close() // ends the jobs still running: requests waiting on their nodes return

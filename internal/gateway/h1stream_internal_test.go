@@ -16,9 +16,9 @@ import (
 	"github.com/shareai/shareai/internal/relay"
 )
 
-// h1Server serves every request with a stream of two chunks written through an h1Stream, the
-// second once the request's "go" channel, if any, is closed; the cost trailer; the request's
-// context's end cause sent on causes when it ends before the stream does.
+// h1Server serves every request with a stream of two chunks written through an h1Stream (the
+// second once gate, if any, is closed) and the cost trailer. When a request's context ends
+// before its stream does, the cause goes on causes.
 type h1Server struct {
 	*httptest.Server
 	g      Gateway
@@ -169,6 +169,19 @@ func TestH1Stream_NextRequests(t *testing.T) {
 			closed(t, conn, br)
 		})
 	}
+}
+
+// A buyer who asks for the connection to close after the answer is told so, and it closes.
+func TestH1Stream_ConnectionClose(t *testing.T) {
+	s := newH1Server(t, false, nil, nil)
+	conn, br := dial(t, s)
+	io.WriteString(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: coordinator\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+	resp := response(t, br)
+	if !resp.Close {
+		t.Errorf("response header %v; want Connection: close", resp.Header)
+	}
+	rest(t, resp)
+	closed(t, conn, br)
 }
 
 // A connection waiting for its next request closes when the server shuts down, as net/http's
