@@ -15,8 +15,10 @@
 # how long all streams stay open before the reading), PORT (18080), METRICS_PORT (19464),
 # BIN (a binary to use instead of building one), KEEP=1 (keep the data dirs and logs), H2C=1
 # (the buyers speak HTTP/2 without TLS: many streams per connection),
-# COORDINATOR_ENV (variables for the coordinator only, such as "GOGC=50" or
-# "GODEBUG=adaptivestackstart=0").
+# COORDINATOR_ENV (variables for the coordinator only, such as "GOGC=50",
+# "GODEBUG=adaptivestackstart=0", or "GOMEMLIMIT=230MiB": with Go's default GOGC=100 the heap
+# grows to twice what is live, and the stacks scanned, before the garbage collector runs, so a
+# soft memory limit is what holds the RSS near the memory actually in use).
 #
 # Needs PROVIDERS×SLOTS ≥ N, and file descriptors for N connections in the coordinator and in
 # bench: it raises `ulimit -n` to 65536 when it may.

@@ -481,6 +481,11 @@ func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
 	dctx, cancel := context.WithTimeout(context.Background(), c.cfg.DrainTimeout)
 	defer cancel()
 	serr := srv.Shutdown(dctx)
+	if serr == nil {
+		// Shutdown waits for the connections net/http serves: streams that took their HTTP/1.1
+		// connection over (the gateway's h1Stream) are waited for here.
+		serr = c.Gateway.Wait(dctx)
+	}
 	if berr := c.Batches.Wait(dctx); berr != nil && serr == nil {
 		c.log.Warn("batch lines still running after the drain timeout; ending them (each runs again at the next start)")
 		c.Gateway.Abort()
@@ -494,6 +499,7 @@ func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
 		if srv.Shutdown(actx) != nil {
 			srv.Close()
 		}
+		c.Gateway.Wait(actx) // and the streams that took their connection over, before their nodes go
 		cancel()
 	}
 	c.Fleet.Close() // ends the jobs still running: requests waiting on their nodes return

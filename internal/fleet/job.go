@@ -147,10 +147,7 @@ func (j *Job) put(fr protocol.Frame, limit int) bool {
 	j.inbox = append(j.inbox, fr)
 	j.held += n
 	j.mu.Unlock()
-	select {
-	case j.ready <- struct{}{}:
-	default: // the reader has a wake-up pending already
-	}
+	j.Wake()
 	return true
 }
 
@@ -167,7 +164,8 @@ func (j *Job) take() (protocol.Frame, bool) {
 	j.head++
 	switch {
 	case j.head == len(j.inbox):
-		j.inbox, j.head = j.inbox[:0], 0
+		// Empty: an open stream waiting for its node's next piece keeps no inbox at all.
+		j.inbox, j.head = nil, 0
 	case j.head >= 32 && j.head >= len(j.inbox)/2:
 		// A reader that never quite catches up: move what is left to the front, so that the
 		// inbox stays as large as the lag, not as the answer.
@@ -310,6 +308,19 @@ func (j *Job) Next(ctx context.Context) (protocol.Frame, error) {
 		case <-ctx.Done():
 			return protocol.Frame{}, ctx.Err()
 		}
+	}
+}
+
+// Ready receives a value when a frame has been put in the inbox since the reader last found
+// it empty, or Wake was called: a reader waits on it, then takes the frame with TryNext (which
+// may find none, the frame taken already).
+func (j *Job) Ready() <-chan struct{} { return j.ready }
+
+// Wake makes Ready receive, as a frame put in the inbox does: a reader's timer wakes it so.
+func (j *Job) Wake() {
+	select {
+	case j.ready <- struct{}{}:
+	default: // the reader has a wake-up pending already
 	}
 }
 

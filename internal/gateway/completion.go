@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -49,6 +50,23 @@ func (g *Gateway) completions(w http.ResponseWriter, r *http.Request, c *call) e
 // and queue time headers, then server-sent events or one JSON body.
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, job *protocol.Request, stream bool, opts *api.StreamOptions, rt api.Routing, user string) error {
 	includeUsage := opts != nil && opts.IncludeUsage
+	ctx := c.ctx
+	if stream && r.ProtoMajor == 1 && r.ProtoMinor >= 1 {
+		// Over HTTP/1.1 the stream takes its connection over from net/http (h1stream.go),
+		// whose watch for the buyer going away then ends this context.
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		h1 := g.newH1Stream(w, r, cancel)
+		w = h1
+		defer func() {
+			if p := recover(); p != nil {
+				h1.abort() // no answer cut short may read as complete
+				panic(p)
+			}
+			h1.finish()
+		}()
+	}
 	req := &core.Request{ID: c.id, Key: c.key, Job: job, Routing: rt, Session: session(r, user), Stream: stream, Start: c.start,
 		Answer: func(b core.Begin) relay.Sink {
 			w.Header().Set(HeaderNode, b.Node)
@@ -70,7 +88,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, job *pr
 	defer g.cfg.Metrics.RequestStarted(stream)()
 	var out *core.Outcome
 	defer func() { admitted.done(out.Billed()) }() // out is nil if Serve panicked: nothing billed
-	out, err = g.core.Serve(r.Context(), req)
+	out, err = g.core.Serve(ctx, req)
 	c.usage = out.Usage
 	return err
 }

@@ -92,6 +92,8 @@ type Gateway struct {
 	limits  limiter
 	tracer  trace.Tracer
 	tracing bool // whether tracer records: only then is a buyer's traceparent read
+	// held are the HTTP/1.1 connections of ended streams waiting for their next request.
+	held heldConns
 }
 
 // New returns a gateway over cfg.Core.
@@ -143,6 +145,10 @@ func (g *Gateway) Register(mux *http.ServeMux) {
 
 // call is what a handler knows about the request it serves.
 type call struct {
+	// ctx is the request's context: r.Context(), or for an inference request the context a
+	// shutdown's drain covers (handleInference), carried here rather than in a copy of the
+	// request, which every stream held open would keep.
+	ctx   context.Context
 	id    string
 	key   *store.Key
 	start time.Time
@@ -158,13 +164,13 @@ func (g *Gateway) handle(fn handlerFunc) http.Handler { return g.handleAs(store.
 
 // handleAs is handle for the API of a kind of key: store.KeyBuyer or store.KeyProvider.
 func (g *Gateway) handleAs(kind string, fn handlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.call(w, r, kind, g.cfg.MaxBodyBytes, fn) })
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.call(r.Context(), w, r, kind, g.cfg.MaxBodyBytes, fn) })
 }
 
-// call serves a request with fn once its key is authenticated, writes fn's error, and returns
-// the call and the error.
-func (g *Gateway) call(w http.ResponseWriter, r *http.Request, kind string, maxBody int64, fn handlerFunc) (_ *call, err error) {
-	c := &call{id: requestid.From(r.Context()), start: g.cfg.Now()}
+// call serves a request, in ctx, with fn once its key is authenticated, writes fn's error, and
+// returns the call and the error.
+func (g *Gateway) call(ctx context.Context, w http.ResponseWriter, r *http.Request, kind string, maxBody int64, fn handlerFunc) (_ *call, err error) {
+	c := &call{ctx: ctx, id: requestid.From(ctx), start: g.cfg.Now()}
 	r = g.startRequest(r, c)
 	defer func() { endRequest(c, err) }()
 	err = g.authenticate(r, c, kind)

@@ -17,12 +17,20 @@ func (g *Gateway) handleInference(endpoint string, fn handlerFunc) http.Handler 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, release := g.core.Track(r.Context()) // a shutdown's drain covers the request from here
 		defer release()
-		r = r.WithContext(ctx)
-		c, err := g.call(w, r, store.KeyBuyer, g.cfg.MaxBodyBytes, fn)
-		m := core.RequestMetrics(endpoint, c.usage, err)
-		g.cfg.Metrics.RequestEnded(m)
-		g.logRequest(r.Context(), c, m)
+		c, err := g.call(ctx, w, r, store.KeyBuyer, g.cfg.MaxBodyBytes, fn)
+		g.ended(endpoint, c, err)
 	})
+}
+
+// ended counts and logs an inference request that ended. It is a function of its own so that
+// its locals are not in the frame of the handler, which stays on the stack of every stream
+// held open.
+//
+//go:noinline
+func (g *Gateway) ended(endpoint string, c *call, err error) {
+	m := core.RequestMetrics(endpoint, c.usage, err)
+	g.cfg.Metrics.RequestEnded(m)
+	g.logRequest(c.ctx, c, m)
 }
 
 // logRequest logs an inference request's end: at debug level, or at warning level when the

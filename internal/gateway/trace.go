@@ -26,18 +26,18 @@ import (
 //
 // Spans hold ids, counts and outcomes: never a key, a prompt or an answer.
 
-// startRequest starts the request's server span, a child of the buyer's trace context, and
-// returns the request with it. Untraced, c.span is a no-op span and r is unchanged.
+// startRequest starts the request's server span, a child of the buyer's trace context, in
+// c.ctx, and returns the request with it. Untraced, c.span is a no-op span and r is unchanged.
 func (g *Gateway) startRequest(r *http.Request, c *call) *http.Request {
 	if !g.tracing {
 		c.span = trace.SpanFromContext(context.Background())
 		return r
 	}
 	route := strings.TrimPrefix(r.Pattern, r.Method+" ")
-	ctx, span := g.tracer.Start(tracing.ExtractHTTP(r.Context(), r.Header), r.Method+" "+route,
+	ctx, span := g.tracer.Start(tracing.ExtractHTTP(c.ctx, r.Header), r.Method+" "+route,
 		trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(tracing.HTTPMethod.String(r.Method), tracing.HTTPRoute.String(route), tracing.RequestID.String(c.id)))
-	c.span = span
+	c.span, c.ctx = span, ctx
 	return r.WithContext(ctx)
 }
 

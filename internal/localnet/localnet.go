@@ -462,6 +462,10 @@ type trackedConn struct {
 	once sync.Once
 }
 
+// NetConn returns the connection it tracks, as tls.Conn does: the gateway's poller of HTTP/1.1
+// streams watches that one.
+func (c *trackedConn) NetConn() net.Conn { return c.Conn }
+
 func (c *trackedConn) Close() error {
 	c.once.Do(func() {
 		c.l.mu.Lock()

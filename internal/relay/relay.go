@@ -63,13 +63,48 @@ type State struct {
 	// Aside is the rest of the answer delivered so far, as text: its reasoning and tool calls
 	// (as asideToolCalls writes them), for the coordinator's count of a node's tokens.
 	Aside strings.Builder
-	calls [maxToolCallIndex + 1]bool // the tool calls whose start Aside holds
+	calls toolCalls // the tool calls whose start Aside holds
 	// Delivered is the size of the answer written in all: text, reasoning, tool calls.
 	Delivered int
 	// gap is a moving average of the time between pieces, for the stall timeout.
 	gap  time.Duration
 	last time.Time
 }
+
+// toolCalls is a set of tool call indexes, from 0 to maxToolCallIndex: a bit each.
+type toolCalls [(maxToolCallIndex + 64) / 64]uint64
+
+func (tc *toolCalls) has(i int) bool { return tc[i/64]&(1<<(i%64)) != 0 }
+func (tc *toolCalls) add(i int)      { tc[i/64] |= 1 << (i % 64) }
+
+// A deadline bounds a relay's waits for a job's frames: the stall timeout, or the wait for a
+// cancelled job's end. Its timer wakes the job's reader (Frames.Wake), which finds the
+// deadline passed; one timer serves every wait of a job, armed again at each, so that a
+// stream waiting for its next piece keeps no context, channel or timer of a wait.
+type deadline struct {
+	timer *time.Timer // nil until armed
+	at    time.Time
+}
+
+// arm sets the deadline d from now, waking job then.
+func (dl *deadline) arm(job Frames, d time.Duration) {
+	dl.at = time.Now().Add(d)
+	if dl.timer == nil {
+		dl.timer = time.AfterFunc(d, job.Wake)
+	} else {
+		dl.timer.Reset(d)
+	}
+}
+
+// stop stops the deadline's timer.
+func (dl *deadline) stop() {
+	if dl.timer != nil {
+		dl.timer.Stop()
+	}
+}
+
+// passed says whether the deadline is armed and has passed.
+func (dl *deadline) passed() bool { return dl.timer != nil && !time.Now().Before(dl.at) }
 
 // Options tune Run.
 type Options struct {
@@ -105,10 +140,14 @@ var ErrStalled = errors.New("node stalled")
 // end, and the way to stop it. fleet.Job is the local one; a job whose frames come from
 // another process is another.
 type Frames interface {
-	// Next returns the next frame, waiting for it until ctx is done (then ctx's error).
-	Next(ctx context.Context) (protocol.Frame, error)
 	// TryNext returns the next frame if one is ready.
 	TryNext() (protocol.Frame, bool)
+	// Ready receives a value when a frame may have come since TryNext last found none, or
+	// Wake was called: the relay waits on it and on the buyer's context, rather than in a
+	// call of its own, so that a stream held open costs no context or timer per wait.
+	Ready() <-chan struct{}
+	// Wake makes Ready receive, as a frame would: the relay's timer wakes it at a deadline.
+	Wake()
 	// Cancel asks the node to stop; its end frame follows.
 	Cancel()
 	// Preempted reports whether the coordinator stopped the job to free its slot for a gold
@@ -121,66 +160,105 @@ var ErrPreempted = errors.New("preempted by a gold request")
 
 // Run relays job to sink until the job ends or ctx (the buyer's request) is done. st carries
 // the answer's state from job to job.
+//
+// Its frame, and wait's, are all that the relay keeps on the stack of a stream waiting for its
+// next piece (deliver does the rest): the garbage collector paces itself by the stack it scans
+// as by the heap, so every byte here costs every open stream about two.
 func Run(ctx context.Context, job Frames, sink Sink, st *State, opts Options) Result {
-	var res Result
+	var (
+		res     Result
+		dl      deadline
+		waiting bool // for a frame since the last: the stall deadline is armed
+	)
+	defer dl.stop()
 	for {
-		fr, err := next(ctx, job, st, res.Delivered > 0, opts.StallCeiling)
-		if err != nil {
-			if errors.Is(err, ErrStalled) && ctx.Err() == nil {
-				job.Cancel()
-				res.Outcome, res.Err = Failed, err
-				if !st.Started {
-					res.Outcome = Refused
-				}
-				return res
-			}
-			return cancel(job, res, err)
+		switch deliver(job, sink, st, &res, &dl, &opts) {
+		case ended:
+			return res
+		case delivered:
+			waiting = false
+			continue
 		}
-		for {
-			if fr.Type == protocol.TypeEnd {
-				return end(sink, fr.End, res, st, opts.Bill, job.Preempted())
-			}
-			d := fr.Delta
-			if err := st.aside(d); err != nil {
-				// The node's fault, not the buyer's: it failed (refused, before the answer
-				// started).
-				job.Cancel()
-				res.Outcome, res.Err = Failed, err
-				if !st.Started {
-					res.Outcome = Refused
-				}
-				return res
-			}
-			now := time.Now()
+		if !waiting && opts.StallCeiling > 0 {
+			dl.arm(job, stallTimeout(st, res.Delivered > 0, opts.StallCeiling))
+		}
+		waiting = true
+		switch {
+		case dl.passed() && ctx.Err() == nil:
+			job.Cancel()
+			res.Outcome, res.Err = Failed, ErrStalled
 			if !st.Started {
-				st.Started = true
-				st.TTFT = now.Sub(st.Start)
-			} else if gap := now.Sub(st.last); st.gap == 0 {
-				st.gap = gap
-			} else {
-				st.gap += (gap - st.gap) / 5
+				res.Outcome = Refused
 			}
-			st.last = now
-			if err := sink.Delta(d); err != nil {
-				return cancel(job, res, err)
-			}
-			st.Text.WriteString(d.Text)
-			n := len(d.Text) + len(d.Reasoning) + len(d.ToolCalls)
-			res.Delivered += n
-			res.Pieces += d.Pieces
-			st.Delivered += n
-			var ok bool
-			if fr, ok = job.TryNext(); !ok {
-				break
-			}
-		}
-		if err := sink.Flush(); err != nil {
-			return cancel(job, res, err)
-		}
-		if opts.Progress != nil {
-			opts.Progress(st.Delivered, res.Pieces)
+			return res
+		case dl.passed() || !wait(ctx, job):
+			cancel(job, &res, &dl, ctx.Err())
+			return res
 		}
 	}
+}
+
+// What deliver did.
+const (
+	none      = iota // no frame was ready
+	delivered        // it wrote the frames that were ready, and flushed them
+	ended            // the job ended: res is its result
+)
+
+// deliver writes the job's frames that are ready, if any, then flushes them, and says what it
+// did.
+func deliver(job Frames, sink Sink, st *State, res *Result, dl *deadline, opts *Options) int {
+	fr, ok := job.TryNext()
+	if !ok {
+		return none
+	}
+	for {
+		if fr.Type == protocol.TypeEnd {
+			*res = end(sink, fr.End, *res, st, opts.Bill, job.Preempted())
+			return ended
+		}
+		d := fr.Delta
+		if err := st.aside(d); err != nil {
+			// The node's fault, not the buyer's: it failed (refused, before the answer
+			// started).
+			job.Cancel()
+			res.Outcome, res.Err = Failed, err
+			if !st.Started {
+				res.Outcome = Refused
+			}
+			return ended
+		}
+		now := time.Now()
+		if !st.Started {
+			st.Started = true
+			st.TTFT = now.Sub(st.Start)
+		} else if gap := now.Sub(st.last); st.gap == 0 {
+			st.gap = gap
+		} else {
+			st.gap += (gap - st.gap) / 5
+		}
+		st.last = now
+		if err := sink.Delta(d); err != nil {
+			cancel(job, res, dl, err)
+			return ended
+		}
+		st.Text.WriteString(d.Text)
+		n := len(d.Text) + len(d.Reasoning) + len(d.ToolCalls)
+		res.Delivered += n
+		res.Pieces += d.Pieces
+		st.Delivered += n
+		if fr, ok = job.TryNext(); !ok {
+			break
+		}
+	}
+	if err := sink.Flush(); err != nil {
+		cancel(job, res, dl, err)
+		return ended
+	}
+	if opts.Progress != nil {
+		opts.Progress(st.Delivered, res.Pieces)
+	}
+	return delivered
 }
 
 // ErrBadToolCalls is a node's delta whose tool calls are not OpenAI's: an array of deltas,
@@ -219,8 +297,8 @@ func (st *State) aside(d *protocol.Delta) error {
 // tokens: the function's name and arguments, and once a call the JSON a model writes around
 // them, but not the JSON of the deltas (which each streamed fragment repeats).
 func (st *State) asideToolCall(tc toolCallDelta) {
-	if tc.Function.Name != "" && !st.calls[tc.Index] {
-		st.calls[tc.Index] = true
+	if tc.Function.Name != "" && !st.calls.has(tc.Index) {
+		st.calls.add(tc.Index)
 		st.Aside.WriteString(`{"name": "`)
 		st.Aside.WriteString(tc.Function.Name)
 		st.Aside.WriteString(`", "arguments": `)
@@ -228,44 +306,43 @@ func (st *State) asideToolCall(tc toolCallDelta) {
 	st.Aside.WriteString(tc.Function.Arguments)
 }
 
-// next waits for the job's next frame, at most the stall timeout: the ceiling until the job's
-// first piece (a node taking over an answer has its own time to first token), then ten times
-// the answer's usual gap between pieces, at least a second.
-func next(ctx context.Context, job Frames, st *State, flowing bool, ceiling time.Duration) (protocol.Frame, error) {
-	if ceiling <= 0 {
-		return job.Next(ctx)
-	}
-	if fr, ok := job.TryNext(); ok {
-		return fr, nil
-	}
-	timeout := ceiling
+// stallTimeout is how long a job may be silent: the ceiling until its first piece (a node
+// taking over an answer has its own time to first token), then ten times the answer's usual
+// gap between pieces, at least a second.
+func stallTimeout(st *State, flowing bool, ceiling time.Duration) time.Duration {
 	if flowing && st.gap > 0 {
-		timeout = min(max(10*st.gap, time.Second), ceiling)
+		return min(max(10*st.gap, time.Second), ceiling)
 	}
-	sctx, stop := context.WithTimeoutCause(ctx, timeout, ErrStalled)
-	defer stop()
-	fr, err := job.Next(sctx)
-	if err != nil && ctx.Err() == nil {
-		return fr, context.Cause(sctx)
-	}
-	return fr, err
+	return ceiling
 }
 
-// cancel stops the job because the buyer went away, and waits a little for the node's end
-// frame, whose usage bills what was delivered.
-func cancel(job Frames, res Result, cause error) Result {
+// wait waits until the job may have a frame (true), or ctx is done (false).
+func wait(ctx context.Context, job Frames) bool {
+	select {
+	case <-job.Ready():
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// cancel stops the job because the buyer went away (cause), and waits a little for the node's
+// end frame, whose usage bills what was delivered.
+func cancel(job Frames, res *Result, dl *deadline, cause error) {
 	job.Cancel()
 	res.Outcome, res.Err = Cancelled, cause
-	ctx, stop := context.WithTimeout(context.Background(), cancelWait)
-	defer stop()
+	dl.arm(job, cancelWait)
 	for {
-		fr, err := job.Next(ctx)
-		if err != nil {
-			return res
-		}
-		if fr.Type == protocol.TypeEnd {
+		fr, ok := job.TryNext()
+		switch {
+		case ok && fr.Type == protocol.TypeEnd:
 			res.Usage = fr.End.Usage
-			return res
+			return
+		case ok:
+		case dl.passed():
+			return
+		default:
+			wait(context.Background(), job)
 		}
 	}
 }

@@ -51,16 +51,12 @@ func (f *frames) TryNext() (protocol.Frame, bool) {
 	return fr, true
 }
 
-func (f *frames) Next(ctx context.Context) (protocol.Frame, error) {
-	for {
-		if fr, ok := f.TryNext(); ok {
-			return fr, nil
-		}
-		select {
-		case <-f.ready:
-		case <-ctx.Done():
-			return protocol.Frame{}, ctx.Err()
-		}
+func (f *frames) Ready() <-chan struct{} { return f.ready }
+
+func (f *frames) Wake() {
+	select {
+	case f.ready <- struct{}{}:
+	default:
 	}
 }
 

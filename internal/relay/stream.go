@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"sync"
 
 	"github.com/shareai/shareai/internal/api"
 	"github.com/shareai/shareai/internal/aside"
@@ -27,13 +28,47 @@ type Answer struct {
 // asked, and "data: [DONE]".
 type Stream struct {
 	w       http.ResponseWriter
-	rc      *http.ResponseController
+	rc      http.ResponseController
 	a       Answer
 	chat    bool
 	started bool
 	prefix  []byte // `data: {"id":…,"choices":[{"index":0,` shared by every chunk
-	buf     []byte
 }
+
+// chunks holds the buffers chunks are written from, so that a stream keeps none while it
+// waits for its next piece: most of the time, for a slow stream held open.
+var chunks = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledChunk bounds the buffers chunks keeps: a rare large chunk (a tool call's
+// arguments) is left to the garbage collector.
+const maxPooledChunk = 16 << 10
+
+// chunk returns a buffer from the pool, holding the stream's prefix.
+func (s *Stream) chunk() *[]byte {
+	b := chunks.Get().(*[]byte)
+	*b = append((*b)[:0], s.prefix...)
+	return b
+}
+
+// write writes the buffer b and gives it back to the pool.
+func (s *Stream) write(b *[]byte) error {
+	_, err := s.w.Write(*b)
+	if cap(*b) <= maxPooledChunk {
+		*b = (*b)[:0]
+		chunks.Put(b)
+	}
+	return err
+}
+
+// The values of a stream's constant headers, shared by every stream: a header map holds a
+// slice per key, which Header.Set would make anew each time. None is ever changed in place
+// (net/http copies them when it writes the header), and each is full, so an Add copies too.
+var (
+	eventStream = []string{"text/event-stream"}
+	noCache     = []string{"no-cache"}
+	no          = []string{"no"}
+	costTrailer = []string{HeaderCost}
+)
 
 // Open returns the sink of an answer in OpenAI's shape: a chat's or a completion's, streamed
 // as server-sent events or collected into one JSON body.
@@ -56,12 +91,16 @@ func NewChatStream(w http.ResponseWriter, a Answer) *Stream { return newStream(w
 func NewCompletionStream(w http.ResponseWriter, a Answer) *Stream { return newStream(w, a, false) }
 
 func newStream(w http.ResponseWriter, a Answer, chat bool) *Stream {
-	s := &Stream{w: w, rc: http.NewResponseController(w), a: a, chat: chat}
+	s := &Stream{w: w, rc: *http.NewResponseController(w), a: a, chat: chat}
 	object := api.ObjectTextCompletion
 	if chat {
 		object = api.ObjectChatCompletionChunk
 	}
-	p := append([]byte(nil), `data: {"id":`...)
+	// Sized for the prefix whole (ids and model names need no escaping, mostly), so that the
+	// stream keeps one exact allocation.
+	p := make([]byte, 0, len(`data: {"id":,"object":"","created":,"model":,"service_tier":,"choices":[`)+
+		len(a.ID)+len(object)+20+len(a.Model)+len(a.ServiceTier)+8)
+	p = append(p, `data: {"id":`...)
 	p = api.AppendString(p, a.ID)
 	p = append(p, `,"object":"`...)
 	p = append(p, object...)
@@ -84,16 +123,15 @@ func (s *Stream) start() {
 	}
 	s.started = true
 	h := s.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	h.Set("Trailer", HeaderCost)
+	h["Content-Type"] = eventStream
+	h["Cache-Control"] = noCache
+	h["X-Accel-Buffering"] = no
+	h["Trailer"] = costTrailer
 	s.w.WriteHeader(http.StatusOK)
 	if s.chat {
-		b := append(s.buf[:0], s.prefix...)
-		b = append(b, `{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
-		s.buf = b
-		s.w.Write(b)
+		b := s.chunk()
+		*b = append(*b, `{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+		s.write(b)
 	}
 	// The first flush writes the response's header, deep in net/http: aside, so that the
 	// stream's goroutine keeps a small stack for as long as the answer lasts.
@@ -103,7 +141,8 @@ func (s *Stream) start() {
 // Delta writes one chunk.
 func (s *Stream) Delta(d *protocol.Delta) error {
 	s.start()
-	b := append(s.buf[:0], s.prefix...)
+	bp := s.chunk()
+	b := *bp
 	if s.chat {
 		b = append(b, `{"index":0,"delta":{`...)
 		sep := false
@@ -132,16 +171,16 @@ func (s *Stream) Delta(d *protocol.Delta) error {
 		b = api.AppendString(b, d.Text)
 		b = append(b, `,"index":0,"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
 	}
-	s.buf = b
-	_, err := s.w.Write(b)
-	return err
+	*bp = b
+	return s.write(bp)
 }
 
 // End writes the chunk with the finish reason, the usage chunk when asked, and [DONE]. The
 // cost also goes in the X-Shareai-Cost trailer.
 func (s *Stream) End(finishReason string, u protocol.Usage, cost money.Nanos) error {
 	s.start()
-	b := append(s.buf[:0], s.prefix...)
+	bp := s.chunk()
+	b := *bp
 	if s.chat {
 		b = append(b, `{"index":0,"delta":{},"logprobs":null,"finish_reason":`...)
 	} else {
@@ -156,8 +195,8 @@ func (s *Stream) End(finishReason string, u protocol.Usage, cost money.Nanos) er
 		b = append(b, "}\n\n"...)
 	}
 	b = append(b, "data: [DONE]\n\n"...)
-	s.buf = b
-	_, err := s.w.Write(b)
+	*bp = b
+	err := s.write(bp)
 	s.w.Header().Set(HeaderCost, cost.String())
 	return err
 }
@@ -166,7 +205,8 @@ func (s *Stream) End(finishReason string, u protocol.Usage, cost money.Nanos) er
 // an error event, and no [DONE], so no client mistakes the answer for a complete one.
 func (s *Stream) Fail(cause error) error {
 	s.start()
-	b := append(s.buf[:0], s.prefix...)
+	bp := s.chunk()
+	b := *bp
 	if s.chat {
 		b = append(b, `{"index":0,"delta":{},"logprobs":null,"finish_reason":"error"}]}`+"\n\n"...)
 	} else {
@@ -176,9 +216,8 @@ func (s *Stream) Fail(cause error) error {
 	b = append(b, "data: "...)
 	b = append(b, e...)
 	b = append(b, "\n\n"...)
-	s.buf = b
-	_, err := s.w.Write(b)
-	return err
+	*bp = b
+	return s.write(bp)
 }
 
 // Flush sends buffered chunks to the buyer.

@@ -1,0 +1,200 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/shareai/shareai/internal/relay"
+)
+
+// h1Server serves every request with a stream of two chunks written through an h1Stream (the
+// second once gate, if any, is closed) and the cost trailer. When a request's context ends
+// before its stream does, the cause goes on causes.
+type h1Server struct {
+	*httptest.Server
+	g      Gateway
+	causes chan error
+	gate   chan struct{} // closed: the second chunk goes; nil: at once
+	tlsIDs chan bool     // whether each request came over TLS
+}
+
+func newH1Server(t *testing.T, useTLS bool, gate chan struct{}, configure func(*http.Server)) *h1Server {
+	t.Helper()
+	s := &h1Server{causes: make(chan error, 10), gate: gate, tlsIDs: make(chan bool, 10)}
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	if configure != nil {
+		configure(s.Server.Config)
+	}
+	if useTLS {
+		s.StartTLS()
+	} else {
+		s.Start()
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *h1Server) serve(w http.ResponseWriter, r *http.Request) {
+	s.tlsIDs <- r.TLS != nil
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	h := s.g.newH1Stream(w, r, cancel)
+	defer h.finish()
+	h.Header().Set("Content-Type", "text/event-stream")
+	h.Header().Set("Trailer", relay.HeaderCost)
+	h.WriteHeader(http.StatusOK)
+	h.Write([]byte("data: one\n\n"))
+	h.FlushError()
+	if s.gate != nil {
+		select {
+		case <-s.gate:
+		case <-ctx.Done():
+			s.causes <- context.Cause(ctx)
+			return
+		}
+	}
+	h.Write([]byte("data: two\n\n"))
+	h.Header().Set(relay.HeaderCost, "0.000001")
+	h.FlushError()
+}
+
+// request writes a streamed request on conn.
+func request(t *testing.T, conn net.Conn) {
+	t.Helper()
+	if _, err := io.WriteString(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: coordinator\r\nContent-Length: 0\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// response reads a streamed response from br up to its first chunk, and returns the rest.
+func response(t *testing.T, br *bufio.Reader) *http.Response {
+	t.Helper()
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("read the response: %v", err)
+	}
+	first := make([]byte, len("data: one\n\n"))
+	if _, err := io.ReadFull(resp.Body, first); err != nil || string(first) != "data: one\n\n" {
+		t.Fatalf("first chunk %q, %v", first, err)
+	}
+	return resp
+}
+
+// rest reads the rest of a response, and checks it.
+func rest(t *testing.T, resp *http.Response) {
+	t.Helper()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || string(body) != "data: two\n\n" || resp.Trailer.Get(relay.HeaderCost) != "0.000001" {
+		t.Fatalf("rest %q (%v), trailer %v; want the second chunk and the cost", body, err, resp.Trailer)
+	}
+}
+
+// closed waits until the server closes conn, failing the test after 10 seconds.
+func closed(t *testing.T, conn net.Conn, br *bufio.Reader) {
+	t.Helper()
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if b, err := br.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read %q, %v; want the connection closed", b, err)
+	}
+}
+
+// A buyer who closes the connection mid-stream ends the request's context, as net/http's own
+// watch does.
+func TestH1Stream_BuyerGoneCancels(t *testing.T) {
+	s := newH1Server(t, false, make(chan struct{}), nil)
+	conn, br := dial(t, s)
+	request(t, conn)
+	response(t, br)
+	conn.Close()
+	select {
+	case cause := <-s.causes:
+		if !errors.Is(cause, errBuyerGone) {
+			t.Errorf("the request's context ended with %v; want errBuyerGone", cause)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request's context did not end after the buyer went away")
+	}
+}
+
+// dial connects to s, over TLS when it serves TLS, speaking HTTP/1.1.
+func dial(t *testing.T, s *h1Server) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	var (
+		conn net.Conn
+		err  error
+	)
+	if s.TLS != nil {
+		conn, err = tls.Dial("tcp", s.Listener.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+	} else {
+		conn, err = net.Dial("tcp", s.Listener.Addr().String())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn, bufio.NewReader(conn)
+}
+
+// A connection whose stream ended serves the next request, also one sent before the stream
+// ended; over TLS too, where the next request still reads as TLS. The server closes it once
+// it has been idle for its idle timeout.
+func TestH1Stream_NextRequests(t *testing.T) {
+	for _, useTLS := range []bool{false, true} {
+		t.Run(map[bool]string{false: "TCP", true: "TLS"}[useTLS], func(t *testing.T) {
+			gate := make(chan struct{})
+			s := newH1Server(t, useTLS, gate, func(srv *http.Server) { srv.IdleTimeout = 100 * time.Millisecond })
+			conn, br := dial(t, s)
+			request(t, conn)
+			first := response(t, br)
+			request(t, conn) // before the first stream has ended
+			close(gate)
+			rest(t, first)
+			rest(t, response(t, br))
+			request(t, conn) // after
+			rest(t, response(t, br))
+			for i := range 3 {
+				if got := <-s.tlsIDs; got != useTLS {
+					t.Errorf("request %d over TLS: %v; want %v", i, got, useTLS)
+				}
+			}
+			closed(t, conn, br)
+		})
+	}
+}
+
+// A buyer who asks for the connection to close after the answer is told so, and it closes.
+func TestH1Stream_ConnectionClose(t *testing.T) {
+	s := newH1Server(t, false, nil, nil)
+	conn, br := dial(t, s)
+	io.WriteString(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: coordinator\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+	resp := response(t, br)
+	if !resp.Close {
+		t.Errorf("response header %v; want Connection: close", resp.Header)
+	}
+	rest(t, resp)
+	closed(t, conn, br)
+}
+
+// A connection waiting for its next request closes when the server shuts down, as net/http's
+// idle connections do; the shutdown does not wait for it.
+func TestH1Stream_ShutdownClosesIdle(t *testing.T) {
+	s := newH1Server(t, false, nil, nil)
+	conn, br := dial(t, s)
+	request(t, conn)
+	rest(t, response(t, br))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Config.Shutdown(ctx); err != nil {
+		t.Errorf("shut down: %v", err)
+	}
+	closed(t, conn, br)
+}
