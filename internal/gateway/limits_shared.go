@@ -364,11 +364,14 @@ func (s *sharedLimiter) update(sk *sharedKey, now time.Time, change func(st *sha
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
 		var rev uint64
-		if sk.rev == 0 {
-			rev, err = kv.Create(ctx, sk.name, b)
-		} else {
-			rev, err = kv.Update(ctx, sk.name, b, sk.rev)
-		}
+		err = untilResponders(ctx, func() (err error) {
+			if sk.rev == 0 {
+				rev, err = kv.Create(ctx, sk.name, b)
+			} else {
+				rev, err = kv.Update(ctx, sk.name, b, sk.rev)
+			}
+			return err
+		})
 		cancel()
 		switch {
 		case err == nil:
@@ -384,22 +387,31 @@ func (s *sharedLimiter) update(sk *sharedKey, now time.Time, change func(st *sha
 	return fail(fmt.Errorf("write rate limits of %s: %d conflicts in a row", sk.name, casTries))
 }
 
+// untilResponders calls op until it finds the bucket's stream answering, or ctx is done: a
+// stream answers no one for a moment while its servers elect a leader (a cluster that just
+// started, or lost one).
+func untilResponders(ctx context.Context, op func() error) error {
+	err := op()
+	for wait := 5 * time.Millisecond; errors.Is(err, nats.ErrNoResponders); wait *= 2 {
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+			err = op()
+		}
+	}
+	return err
+}
+
 // read reads the key's entry into sk.
 func (s *sharedLimiter) read(kv jetstream.KeyValue, sk *sharedKey) error {
 	ctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
 	defer cancel()
-	e, err := kv.Get(ctx, sk.name)
-	// A bucket's stream answers no one for a moment while its servers elect a leader (a
-	// cluster that just started, or lost one): try again within the timeout.
-	for wait := 5 * time.Millisecond; errors.Is(err, nats.ErrNoResponders); wait *= 2 {
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-			e, err = kv.Get(ctx, sk.name)
-			continue
-		}
-		break
-	}
+	var e jetstream.KeyValueEntry
+	err := untilResponders(ctx, func() (err error) {
+		e, err = kv.Get(ctx, sk.name)
+		return err
+	})
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
 		sk.st, sk.rev = sharedState{}, 0
