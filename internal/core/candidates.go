@@ -94,12 +94,18 @@ func (c *candidates) servedNow(model string, now time.Time) {
 	c.served[model] = now
 }
 
-// servedRecently reports whether some node served model within servedFor.
+// servedRecently reports whether some node served model within servedFor: as this core's
+// decisions saw it, or as the fleet saw its last node leave (a replica that just started saw
+// the nodes its peers held, and none of its own decisions yet).
 func (c *Core) servedRecently(model string) bool {
+	now := c.cfg.Now()
+	if left := c.cfg.Fleet.LeftAt(model); !left.IsZero() && now.Sub(left) <= servedFor {
+		return true
+	}
 	c.cands.mu.Lock()
 	defer c.cands.mu.Unlock()
 	at, ok := c.cands.served[model]
-	return ok && c.cfg.Now().Sub(at) <= servedFor
+	return ok && now.Sub(at) <= servedFor
 }
 
 func closed(c <-chan struct{}) bool {

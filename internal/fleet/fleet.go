@@ -71,9 +71,10 @@ type Fleet struct {
 	log *slog.Logger
 
 	mu       sync.RWMutex
-	nodes    map[string]*Node    // by node id
-	byModel  map[string][]*Offer // model → offers of connected nodes
-	accounts map[string]int      // provider account → its nodes connected
+	nodes    map[string]*Node     // by node id
+	byModel  map[string][]*Offer  // model → offers of connected nodes
+	left     map[string]time.Time // model → when its last node left (LeftAt)
+	accounts map[string]int       // provider account → its nodes connected
 	closed   bool
 	sessions sync.WaitGroup
 	tests    map[*session]bool // selftests running: in no map of nodes, closed by Close too
@@ -322,6 +323,20 @@ func (f *Fleet) OpenSlots() map[string]OpenSlots {
 	return out
 }
 
+// maxLeft bounds the models whose last node's leaving the fleet remembers (LeftAt).
+const maxLeft = 4096
+
+// LeftAt returns when the last node serving model left this fleet's view, or zero when one
+// serves it now or none did since the fleet started (or since maxLeft models left after it).
+func (f *Fleet) LeftAt(model string) time.Time {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if len(f.byModel[model]) > 0 {
+		return time.Time{}
+	}
+	return f.left[model]
+}
+
 // Running returns how many jobs run on the fleet now.
 func (f *Fleet) Running() int {
 	f.mu.RLock()
@@ -391,6 +406,10 @@ func (f *Fleet) unindex(n *Node) {
 		offers := slices.DeleteFunc(slices.Clone(f.byModel[o.Model]), func(x *Offer) bool { return x == o })
 		if len(offers) == 0 {
 			delete(f.byModel, o.Model)
+			if f.left == nil || len(f.left) >= maxLeft {
+				f.left = make(map[string]time.Time) // names nodes made up must not fill it
+			}
+			f.left[o.Model] = f.cfg.Now() // its last node left: it may be back in a moment
 		} else {
 			f.byModel[o.Model] = offers
 		}

@@ -43,8 +43,8 @@ const (
 	leaseTTL   = 30 * time.Second
 	leaseRenew = 10 * time.Second
 	// kvTimeout bounds each call to the bucket: past it, a limited key's request is refused
-	// with a 503 (fail closed).
-	kvTimeout = 250 * time.Millisecond
+	// with a 503 (fail closed). A JetStream write under load takes a few hundred milliseconds.
+	kvTimeout = time.Second
 	// bucketTimeout bounds finding (or making) the bucket, which a cluster may take seconds to
 	// answer while it elects its leader; a failure is tried again at most once a second.
 	bucketTimeout = 2 * time.Second
