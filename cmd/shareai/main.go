@@ -86,12 +86,18 @@ var errUsage = errors.New("usage")
 // parse parses a subcommand's flags, taking defaults from the environment first.
 func parse(fs *flag.FlagSet, args []string, stderr io.Writer, about string) error {
 	fs.SetOutput(stderr)
+	if err := bindEnv(fs); err != nil {
+		return err
+	}
+	return parseArgs(fs, args, stderr, about)
+}
+
+// parseArgs parses a subcommand's flags, without the environment.
+func parseArgs(fs *flag.FlagSet, args []string, stderr io.Writer, about string) error {
+	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "%s\n\nUsage: shareai %s [flags]\n\nFlags:\n", about, fs.Name())
 		fs.PrintDefaults()
-	}
-	if err := bindEnv(fs); err != nil {
-		return err
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -230,26 +230,6 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return nil
 }
 
-// parseArgs is parse without the environment.
-func parseArgs(fs *flag.FlagSet, args []string, stderr io.Writer, about string) error {
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "%s\n\nUsage: shareai %s [flags]\n\nFlags:\n", about, fs.Name())
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return errUsage
-	}
-	return nil
-}
 
 // forecast reads the provider's file as the agent reads it, makes its node a class of the
 // market with the speed of the class --gpu, and forecasts it; with what-if flags, the

@@ -115,7 +115,9 @@ type Class struct {
 }
 
 // Price is an ask in USD per million input and output tokens, and its schedule: the shape of
-// a provider file's price section (docs/configuration.md), read the same way.
+// a provider file's price section (docs/configuration.md), read the same way. It repeats
+// config.Price rather than use it: package config links the whole live coordinator, which
+// the simulator must not (deps_test.go).
 type Price struct {
 	Input    string      `yaml:"input"`
 	Output   string      `yaml:"output"`
