@@ -230,7 +230,6 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return nil
 }
 
-
 // forecast reads the provider's file as the agent reads it, makes its node a class of the
 // market with the speed of the class --gpu, and forecasts it; with what-if flags, the
 // changed node too.
