@@ -7,7 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -100,6 +103,9 @@ func TestBench_Flags(t *testing.T) {
 		{[]string{"--compare", "mock", "--tries", "0"}, "--tries"},
 		{[]string{"--compare", "http://127.0.0.1:8000", "--baseline", "b.json"}, "--baseline"},
 		{[]string{"--compare", "mock", "--update-baseline"}, "--update-baseline"},
+		{[]string{"--against", "/tmp/shareai-ref"}, "--against"},
+		{[]string{"--compare", "http://127.0.0.1:8000", "--against", "/tmp/shareai-ref"}, "--against"},
+		{[]string{"--compare", "mock", "--baseline", "b.json", "--update-baseline", "--against", "/tmp/shareai-ref"}, "--against"},
 		{[]string{"--mock-upstream", "8000"}, "--mock-upstream"},
 		{[]string{"--mock-upstream", "127.0.0.1:0", "--compare", "mock"}, "--mock-upstream"},
 		{[]string{"--hold", "--metrics", "http://a:1/metrics,http://b:2/metrics"}, "--metrics"},
@@ -142,12 +148,16 @@ func TestBench_Compare(t *testing.T) {
 	if !strings.Contains(stderr, "Recorded in "+path) || !strings.Contains(stderr, "direct, try 2 of 2:") {
 		t.Errorf("stderr does not say what it recorded, and each try: %s", stderr)
 	}
+	// A test binary is stamped with no commit: the file names none, and says why.
+	if !strings.Contains(stderr, "This binary names no commit") {
+		t.Errorf("stderr does not say the figures name no commit: %s", stderr)
+	}
 	b, err := bench.LoadBaseline(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f, ok := b.Machines[bench.MachineClass()][c.Scenario()]
-	if !ok || f.AddedCPU <= 0 || f.AddedCPU != float64(int64(c.AddedCPU*10+0.5))/10 || !strings.Contains(b.About, "scripts/bench-regress.sh --update") {
+	if !ok || f.AddedCPU <= 0 || f.AddedCPU != float64(int64(c.AddedCPU*10+0.5))/10 || !strings.Contains(b.About, "scripts/bench-regress.sh --update") || b.Commit != "" {
 		t.Fatalf("baseline %+v; want this run's figure for %q, %q", b, bench.MachineClass(), c.Scenario())
 	}
 
@@ -180,6 +190,87 @@ func TestBench_Compare(t *testing.T) {
 	code, c, _ = compare("--tries", "3")
 	if code != 0 || c.Check == nil || c.Check.Status != bench.VerdictNoBaseline || len(c.Tries) != 1 {
 		t.Errorf("without a figure for this machine: exit %d, check %+v, tries %v; want 0, no baseline, one try", code, c.Check, c.Tries)
+	}
+}
+
+// TestBench_CompareAgainst holds this build to a reference build run in the same run: a
+// stand-in binary that records its arguments and prints a comparison with the figure each
+// case wants. Every try runs the reference first; the tries stop at the first within the
+// tolerance; a reference of another load, or one that fails, is an error naming it.
+func TestBench_CompareAgainst(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("the stand-in reference build is a shell script")
+	}
+	t.Setenv("OPENAI_BASE_URL", "")
+	t.Setenv("OPENAI_API_KEY", "")
+	dir := t.TempDir()
+	ref := filepath.Join(dir, "shareai-ref")
+	script := "#!/bin/sh\necho \"$@\" >> " + filepath.Join(dir, "args") + "\ncat " + filepath.Join(dir, "report.json") + "\nexit $(cat " + filepath.Join(dir, "exit") + ")\n"
+	if err := os.WriteFile(ref, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	reference := func(added float64, requests, exit int) {
+		t.Helper()
+		c := bench.Comparison{Model: bench.MockModel, Concurrency: 3, Requests: requests, MaxTokens: 64, Providers: 1, Machine: bench.MachineClass(),
+			Direct: &bench.PathRun{CPU: 50, Report: &bench.Report{}}, Network: &bench.PathRun{CPU: 50 + added, Report: &bench.Report{}}, AddedCPU: added}
+		data, _ := json.Marshal(c)
+		os.Remove(filepath.Join(dir, "args"))
+		if os.WriteFile(filepath.Join(dir, "report.json"), data, 0o644) != nil || os.WriteFile(filepath.Join(dir, "exit"), []byte(strconv.Itoa(exit)), 0o644) != nil {
+			t.Fatal("cannot write the reference's report")
+		}
+	}
+	compare := func(tries string) (int, *bench.Comparison, string) {
+		t.Helper()
+		var out, errb strings.Builder
+		code := run(context.Background(), []string{"bench", "--compare", "mock", "-n", "30", "-c", "3", "--stream=false", "--providers", "1",
+			"--json", "--tries", tries, "--against", ref}, &out, &errb)
+		if out.Len() == 0 {
+			return code, nil, errb.String()
+		}
+		var c bench.Comparison
+		if err := json.Unmarshal([]byte(out.String()), &c); err != nil {
+			t.Fatalf("bench exited %d, stdout is not a comparison: %v\n%s\n%s", code, err, out.String(), errb.String())
+		}
+		return code, &c, errb.String()
+	}
+	runs := func() []string {
+		data, _ := os.ReadFile(filepath.Join(dir, "args"))
+		return strings.Split(strings.TrimSpace(string(data)), "\n")
+	}
+
+	// A reference far costlier: improved, after one try of each.
+	reference(1e6, 30, 0)
+	code, c, stderr := compare("3")
+	if code != 0 || c == nil || c.Check == nil || c.Check.Status != bench.VerdictImproved || len(c.Tries) != 1 || len(runs()) != 1 ||
+		!strings.Contains(c.Check.Message, "that the reference build "+ref+" added in this run") {
+		t.Errorf("against a costlier reference: exit %d, check %+v, tries %v, reference runs %d; want 0, improved, one try (%s)", code, c.Check, c.Tries, len(runs()), stderr)
+	}
+	args := runs()[0]
+	for _, want := range []string{"bench --compare mock --json --tries 1 -n 30 -c 3 --stream=false --max-tokens 64 --providers 1"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("the reference ran with %q; want the same load: %q", args, want)
+		}
+	}
+	if strings.Index(stderr, "the reference build "+ref+", try 1 of 3:") > strings.Index(stderr, "this build, network, try 1 of 3:") {
+		t.Errorf("the reference did not run first: %s", stderr)
+	}
+
+	// A reference far cheaper: a regression, after every try, each running the reference.
+	reference(0.01, 30, 0)
+	code, c, stderr = compare("2")
+	if code != 1 || c == nil || c.Check == nil || !c.Check.Failed() || len(c.Tries) != 2 || len(runs()) != 2 || !strings.Contains(stderr, "regressed") ||
+		!strings.Contains(stderr, "against "+ref) {
+		t.Errorf("against a cheaper reference: exit %d, check %+v, tries %v, reference runs %d; want 1, a regression after 2 tries of each (%s)", code, c.Check, c.Tries, len(runs()), stderr)
+	}
+
+	// A reference that ran another load, or failed: an error that says so.
+	reference(100, 31, 0)
+	if code, c, stderr = compare("1"); code != 1 || c != nil || !strings.Contains(stderr, `it ran "json c=3 n=31 max_tokens=64 providers=1", not "json c=3 n=30 max_tokens=64 providers=1"`) {
+		t.Errorf("a reference of another load: exit %d, stderr %s", code, stderr)
+	}
+	reference(100, 30, 3)
+	if code, c, stderr = compare("1"); code != 1 || c != nil || !strings.Contains(stderr, "--against "+ref+": exit status 3") {
+		t.Errorf("a reference that failed: exit %d, stderr %s", code, stderr)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -63,8 +64,32 @@ func (c *Comparison) Scenario() string {
 // Baseline is the figures later comparisons are held to (a JSON file, committed), by
 // machine class and then scenario.
 type Baseline struct {
-	About    string                       `json:"about"`
+	About string `json:"about"`
+	// Commit is the build that measured the figures: its VCS revision, as `go build` stamps
+	// it (BuildRevision). A check can build that commit and run it beside the build it
+	// checks, in the same run (CheckAgainst), so that the machine's speed on the day cancels
+	// out; "" when the figures came from uncommitted changes.
+	Commit   string                       `json:"commit,omitempty"`
 	Machines map[string]map[string]Figure `json:"machines"`
+}
+
+// BuildRevision is the VCS revision this binary was built from, as `go build` stamps it in
+// a git checkout, and whether the checkout had uncommitted changes; "" when it was not
+// stamped (go run, a build outside a checkout).
+func BuildRevision() (revision string, modified bool) {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "", false
+	}
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			revision = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	return revision, modified
 }
 
 // Figure is one comparison's figures, as a baseline keeps them. CPU is in microseconds per
@@ -166,11 +191,33 @@ func Check(b *Baseline, c *Comparison, tolerance float64) *Verdict {
 			"Record it with --update-baseline (scripts/bench-regress.sh --update) and commit the file.", v.Machine, v.Scenario, micros(v.AddedCPU))
 		return v
 	}
-	base := f.AddedCPU
+	judge(v, f.AddedCPU, fmt.Sprintf("the %s recorded on %s for %q, %q", micros(f.AddedCPU), f.Measured, v.Machine, v.Scenario), tolerance)
+	return v
+}
+
+// CheckAgainst holds what c's network added, per request, to what ref's added: the same
+// load measured minutes apart on the same machine by another build, the reference, which
+// about names ("the baseline's build, commit 1a2b3c4"). More than tolerance above it is a
+// regression. The machine's speed on the day then cancels out: a figure recorded on another
+// host of the same class (cloud machines' "AMD EPYC" are many CPUs) may differ from this
+// one's by more than the tolerance.
+func CheckAgainst(ref *Comparison, about string, c *Comparison, tolerance float64) *Verdict {
+	v := &Verdict{Machine: c.Machine, Scenario: c.Scenario(), AddedCPU: c.AddedCPU, Tolerance: tolerance}
+	if ref.AddedCPU <= 0 { // the reference's network cost less than the mock alone: noise, nothing to hold to
+		v.Status = VerdictNoBaseline
+		v.Message = fmt.Sprintf("The network of %s added no CPU per request in this run (%s): this build's %s is not checked.",
+			about, micros(ref.AddedCPU), micros(v.AddedCPU))
+		return v
+	}
+	judge(v, ref.AddedCPU, fmt.Sprintf("the %s that %s added in this run", micros(ref.AddedCPU), about), tolerance)
+	return v
+}
+
+// judge sets v's verdict against base, the added CPU that than describes.
+func judge(v *Verdict, base float64, than string, tolerance float64) {
 	v.Baseline = &base
 	v.Change = v.AddedCPU/base - 1
 	pct := fmt.Sprintf("%.0f%%", 100*abs(v.Change))
-	than := fmt.Sprintf("the %s recorded on %s for %q, %q", micros(base), f.Measured, v.Machine, v.Scenario)
 	switch {
 	case v.Change > tolerance:
 		v.Status = VerdictRegressed
@@ -191,7 +238,6 @@ func Check(b *Baseline, c *Comparison, tolerance float64) *Verdict {
 		v.Message = fmt.Sprintf("OK: the network added %s of CPU per request, %s %s than %s (within %.0f%%).",
 			micros(v.AddedCPU), pct, more, than, 100*tolerance)
 	}
-	return v
 }
 
 func abs(v float64) float64 {

@@ -87,6 +87,42 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// TestCheckAgainst holds a build to a reference build's figure from the same run: the
+// tolerance and messages as Check's, the reference named, and a reference whose network cost
+// nothing (noise) holding nothing.
+func TestCheckAgainst(t *testing.T) {
+	const about = "the reference build /tmp/ref"
+	tests := []struct {
+		name          string
+		ref, added    float64
+		status, match string
+	}{
+		{"same", 640, 640, bench.VerdictOK, "OK: the network added 640 µs of CPU per request, 0% more than the 640 µs that the reference build /tmp/ref added in this run (within 25%)"},
+		{"25% worse: the most that passes", 640, 800, bench.VerdictOK, "25% more than the 640 µs that the reference build"},
+		{"more than 25% worse", 640, 801, bench.VerdictRegressed, "REGRESSION: the network added 801 µs of CPU per request, 25% more than the 640 µs that the reference build /tmp/ref added in this run"},
+		{"much better", 640, 320, bench.VerdictImproved, "Improved: the network added 320 µs of CPU per request, 50% less than the 640 µs that the reference build"},
+		{"a reference that added nothing", -3, 5000, bench.VerdictNoBaseline, "The network of the reference build /tmp/ref added no CPU per request in this run (-3.0 µs): this build's 5000 µs is not checked."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := comparison(tt.added)
+			v := bench.CheckAgainst(comparison(tt.ref), about, c, bench.Tolerance)
+			if v.Status != tt.status || v.Failed() != (tt.status == bench.VerdictRegressed) {
+				t.Errorf("status %q (failed %v), want %q", v.Status, v.Failed(), tt.status)
+			}
+			if !strings.Contains(v.Message, tt.match) {
+				t.Errorf("message %q has no %q", v.Message, tt.match)
+			}
+			if tt.status != bench.VerdictNoBaseline && (v.Baseline == nil || *v.Baseline != tt.ref || v.Change != tt.added/tt.ref-1) {
+				t.Errorf("verdict %+v; want the reference's %v as its baseline", v, tt.ref)
+			}
+			if v.Scenario != c.Scenario() || v.Machine != machine || v.AddedCPU != tt.added {
+				t.Errorf("verdict %+v", v)
+			}
+		})
+	}
+}
+
 // TestBaseline_File records figures in a file that does not exist yet, reads them back, and
 // records over one of them, leaving the others.
 func TestBaseline_File(t *testing.T) {
@@ -95,7 +131,7 @@ func TestBaseline_File(t *testing.T) {
 	if err != nil || len(b.Machines) != 0 {
 		t.Fatalf("a file that does not exist: %+v, %v; want an empty baseline", b, err)
 	}
-	b.About = "figures"
+	b.About, b.Commit = "figures", "afcaed6de4c13cb9b0a7a0a72024ad8e4dc5007d"
 	day := time.Date(2026, 3, 4, 23, 0, 0, 0, time.FixedZone("", -3*3600)) // 2026-03-05 in UTC
 	b.Record(comparison(640.04), day)
 	other := comparison(900)
@@ -115,7 +151,7 @@ func TestBaseline_File(t *testing.T) {
 	if f := got.Machines[machine][comparison(0).Scenario()]; !reflect.DeepEqual(f, want) {
 		t.Errorf("figure read back %+v, want %+v", f, want)
 	}
-	if got.About != "figures" || len(got.Machines) != 2 || len(got.Machines[machine]) != 2 {
+	if got.About != "figures" || got.Commit != b.Commit || len(got.Machines) != 2 || len(got.Machines[machine]) != 2 {
 		t.Errorf("baseline read back: %+v", got)
 	}
 

@@ -45,6 +45,10 @@ type Bench struct {
 	// recorded in) for this machine class.
 	Baseline       string
 	UpdateBaseline bool
+	// Against is another shareai binary, the reference build (the baseline's commit, built):
+	// each try runs the same load through it too, and this build is held to what it added
+	// in the same run instead of to a figure recorded on another day.
+	Against string
 
 	// MockUpstream, when set, is the address bench serves the mock upstream on, instead of
 	// sending any load.
@@ -97,6 +101,7 @@ func (b *Bench) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&b.Tries, "tries", 1, "--compare: run both paths this many times, one after the other, and report the try in which the network added the least CPU per request (with --baseline, stop at the first within it)")
 	fs.StringVar(&b.Baseline, "baseline", "", "--compare mock: a JSON file of figures by machine class; exit 1 when the network adds more than 25% more CPU per request than the file's figure for this machine class and load (none recorded: say so and pass)")
 	fs.BoolVar(&b.UpdateBaseline, "update-baseline", false, "--baseline: record this run's figures in the file, for this machine class and load, instead of checking them")
+	fs.StringVar(&b.Against, "against", "", "--compare mock: a shareai binary of a reference build (scripts/bench-regress.sh builds the baseline file's commit); each try runs the same load through it before this one, and exit 1 when this build adds more than 25% more CPU per request than the reference did in the same run")
 	fs.StringVar(&b.MockUpstream, "mock-upstream", "", "serve the mock upstream of --compare mock on this address, such as 127.0.0.1:8000, with this process's Prometheus metrics at /metrics, until Ctrl-C; no load is sent")
 	fs.IntVar(&b.Providers, "providers", 2, "without --url: simulated providers of the network bench starts")
 	fs.DurationVar(&b.SimTTFT, "sim-ttft", 150*time.Millisecond, "without --url: the simulated providers' time to first token")
@@ -241,6 +246,14 @@ func (b *Bench) validateCompare() []error {
 	}
 	if b.Baseline != "" && (b.Compare != CompareMock || b.URL != "") {
 		errs = append(errs, &FieldError{"baseline", "holds --compare mock with the network bench starts (no --url): only that load is the same on every run"})
+	}
+	if b.Against != "" {
+		switch {
+		case b.Compare != CompareMock || b.URL != "":
+			errs = append(errs, &FieldError{"against", "holds --compare mock with the network bench starts (no --url): only that load is the same in both builds"})
+		case b.UpdateBaseline:
+			errs = append(errs, &FieldError{"against", "checks this build against another; --update-baseline records this build's figures: give one of them"})
+		}
 	}
 	if b.UpdateBaseline && b.Baseline == "" {
 		errs = append(errs, &FieldError{"update-baseline", "needs --baseline, the file to record in"})
