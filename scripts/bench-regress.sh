@@ -16,8 +16,8 @@
 # its figures ("commit"); the script builds that commit (git archive, so the checkout is left
 # alone) and each try runs the load through it and then through this build (--against), so
 # that both meet the same machine on the same day. Cloud machines of one class ("AMD EPYC, 2
-# CPUs") are of several CPU generations and loads: the same build measured 885 µs on one and
-# 1,135 µs on another, a day apart. Only where that commit is not in the clone's history (a
+# CPUs") are of several CPU generations and loads: the baseline's build recorded 885 µs at
+# c=1 on one and added 1,890 µs on another, a day later. Only where that commit is not in the clone's history (a
 # shallow clone) is the load held to the file's figure for this machine class instead, as
 # the file recorded it (none for this class: it says so and passes).
 #
