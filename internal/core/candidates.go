@@ -1,6 +1,7 @@
 package core
 
 import (
+	"hash/maphash"
 	"sync"
 	"time"
 
@@ -21,6 +22,9 @@ type candidates struct {
 	// served is when each model last had a node serving it, for a while: a model whose
 	// nodes all dropped a moment ago is waited for, not unknown.
 	served map[string]time.Time
+	// build serializes the builds of each model's index, by a hash of its name: a fixed
+	// set, so that unknown names add nothing.
+	build [16]sync.Mutex
 }
 
 // servedFor is how long a model whose nodes all left counts as served: requests for it wait
@@ -52,18 +56,25 @@ func priceUntil(cands []matcher.Candidate) time.Time {
 	return first
 }
 
-// index returns the index of a model's candidates, as recent as candidateTTL.
+// index returns the index of a model's candidates, as recent as candidateTTL. One decision
+// at a time builds a model's index again (at 100,000 nodes that is tens of milliseconds);
+// the others that find it stale wait for that one instead of each building their own. The
+// index is tracked (matcher.Index.Track): the fleet's offers tell it when they free a slot.
 func (c *Core) index(model string) *matcher.Index {
-	now := c.cfg.Now()
-	c.cands.mu.Lock()
-	s, ok := c.cands.m[model]
-	c.cands.mu.Unlock()
-	if ok && s.fresh(now) {
+	if s, ok := c.cands.get(model); ok && s.fresh(c.cfg.Now()) {
 		return s.index
+	}
+	b := &c.cands.build[maphash.String(buildSeed, model)%uint64(len(c.cands.build))]
+	b.Lock()
+	defer b.Unlock()
+	now := c.cfg.Now()
+	if s, ok := c.cands.get(model); ok && s.fresh(now) {
+		return s.index // built while this decision waited
 	}
 	changed := c.cfg.Fleet.Changed() // before the snapshot: a change after it invalidates it
 	cands := fleet.Candidates(c.cfg.Fleet.Offers(model))
-	s = candidateSnapshot{index: matcher.NewIndex(cands), at: now, until: priceUntil(cands), changed: changed}
+	s := candidateSnapshot{index: matcher.NewIndex(cands), at: now, until: priceUntil(cands), changed: changed}
+	s.index.Track()
 	c.cands.mu.Lock()
 	if c.cands.m == nil {
 		c.cands.m = make(map[string]candidateSnapshot)
@@ -76,6 +87,17 @@ func (c *Core) index(model string) *matcher.Index {
 	}
 	c.cands.mu.Unlock()
 	return s.index
+}
+
+// buildSeed spreads models over candidates.build.
+var buildSeed = maphash.MakeSeed()
+
+// get returns the model's snapshot, if there is one.
+func (c *candidates) get(model string) (candidateSnapshot, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.m[model]
+	return s, ok
 }
 
 // servedNow records that a node serves model (c.mu held), forgetting the models none has

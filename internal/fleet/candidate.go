@@ -10,7 +10,7 @@ import (
 // The fleet's side of the matcher: the candidates it ranks, read from live offers, whose
 // slots are the offers' own (an *Offer is a matcher.Slot).
 
-var _ matcher.Slot = (*Offer)(nil)
+var _ matcher.Watched = (*Offer)(nil)
 
 // Candidates returns the matcher's candidates of a fleet snapshot, with what the fleet has
 // measured of each: ask in effect (Offer.Price), region, slots, reliability, round trip, time to first token, output

@@ -88,3 +88,22 @@ func TestReliability(t *testing.T) {
 		}
 	}
 }
+
+// An offer tells the index that tracks it when it frees a slot: the index skips it while its
+// slots are all taken and takes it again once one is freed.
+func TestOffer_Watch(t *testing.T) {
+	cheap, dear := candidateOffer("cheap", 1, 100), candidateOffer("dear", 2, 200)
+	ix := matcher.NewIndex(fleet.Candidates([]*fleet.Offer{cheap, dear}))
+	ix.Track()
+	req := matcher.Request{Model: candidateModel, Rand: rand.New(rand.NewPCG(1, 2))}
+	for _, want := range []*fleet.Offer{cheap, dear} {
+		if c, err := ix.Pick(req); err != nil || fleet.OfferOf(c) != want {
+			t.Fatalf("pick %v, %v; want %s", c.NodeID, err, want.Node.ID)
+		}
+	}
+	// dear has a slot free still: a pick that skipped cheap would take it.
+	cheap.Release()
+	if c, err := ix.Pick(req); err != nil || fleet.OfferOf(c) != cheap {
+		t.Errorf("pick after cheap freed its slot: %v, %v; want cheap", c.NodeID, err)
+	}
+}

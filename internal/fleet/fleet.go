@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shareai/shareai/internal/matcher"
 	"github.com/shareai/shareai/internal/pricing"
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/store"
@@ -651,6 +652,8 @@ type Offer struct {
 	fleet *Fleet
 	own   *pricing.Asks
 	asks  atomic.Pointer[pricing.Asks]
+	// hint is the tracking index's, told of each slot freed (Watch).
+	hint atomic.Pointer[matcher.FreeHint]
 }
 
 // OwnLevel returns the model's own level on its node: store.LevelNew until the model passes
@@ -765,6 +768,17 @@ func (o *Offer) release() {
 	o.mu.Lock()
 	o.running--
 	o.mu.Unlock()
+	o.hint.Load().Freed() // after the count: the index reads it again after clearing its bit
+}
+
+// Watch keeps the hint of the index that tracks the offer (matcher.Watched), told of every
+// slot freed. A node another replica holds cannot: its count changes there.
+func (o *Offer) Watch(h *matcher.FreeHint) bool {
+	if o.Node != nil && o.Node.remote != nil {
+		return false
+	}
+	o.hint.Store(h)
+	return true
 }
 
 // SetHandoff sets the function a slot about to be freed is offered to first: when it returns

@@ -60,6 +60,33 @@ func benchDecisions(b *testing.B, cands []Candidate, cases []decisionCase) {
 	}
 }
 
+// benchLive is benchDecisions over candidates with live slots: each decision takes a slot,
+// which is freed again before the next, so that every decision meets the same fleet.
+func benchLive(b *testing.B, cands []Candidate, tracked bool, cases []decisionCase) {
+	ix := NewIndex(cands)
+	if tracked {
+		ix.Track()
+	}
+	for _, bc := range cases {
+		b.Run(bc.name, func(b *testing.B) {
+			req := Request{Model: model, Prefs: bc.prefs, Rand: seeded()}
+			times := make([]time.Duration, 0, 1<<16)
+			for b.Loop() {
+				start := time.Now()
+				c, err := decide(ix, req)
+				times = append(times, time.Since(start))
+				if err != nil {
+					b.Fatal(err)
+				}
+				c.Slot.(*testOffer).Release()
+			}
+			slices.Sort(times)
+			b.ReportMetric(float64(times[len(times)/2].Nanoseconds())/1000, "p50-µs")
+			b.ReportMetric(float64(times[len(times)*99/100].Nanoseconds())/1000, "p99-µs")
+		})
+	}
+}
+
 // BenchmarkMatch_100k is one decision at 100,000 nodes serving the model, by each sort and
 // preference, as the core makes it (decide), with its p50 and p99 in µs.
 func BenchmarkMatch_100k(b *testing.B) {
@@ -112,6 +139,22 @@ func BenchmarkMatch_100k_Worst(b *testing.B) {
 			{name: "order", prefs: Prefs{Order: []string{"node-99"}}},
 		})
 	})
+	// The same with live slots, as the core's index has them: untracked, every decision checks
+	// each busy node's slot; tracked (Index.Track), it skips them 64 at a time.
+	for _, tracked := range []bool{false, true} {
+		b.Run(fmt.Sprintf("busy_live/tracked=%v", tracked), func(b *testing.B) {
+			cands := slices.Clone(busy)
+			for i := range cands {
+				o := offer(cands[i].NodeID, cands[i].MaxConcurrent, 0)
+				o.running = cands[i].Running
+				cands[i].Slot = o
+			}
+			benchLive(b, cands, tracked, []decisionCase{
+				{name: "default", prefs: Prefs{}},
+				{name: "latency", prefs: Prefs{Sort: SortLatency}},
+			})
+		})
+	}
 	split := fleetOf(100_000)
 	for i := range split {
 		split[i].Region = "us"

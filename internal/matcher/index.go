@@ -37,6 +37,9 @@ type Index struct {
 	attrs   [numAttrs]lazy[*attrOrder]
 	// countries holds each country's candidate numbers, live or not (regionIndex).
 	countries lazy[*[26 * 26][]int32]
+
+	// fm, once the index is tracked (Track), says which candidates may take a job (free.go).
+	fm *freeMap
 }
 
 // countryMembers returns each country's candidates, by number.
@@ -143,6 +146,10 @@ func Walkable(p Prefs) bool {
 // effective price is within the tolerance of the best eligible node's), a node chosen by take.
 // When nothing is eligible, the error is a *NoProvider counting each node's reason.
 //
+// A tracked index (Track) walks only the nodes that may take a job, skipping the full ones
+// 64 at a time; when it finds none, it walks every node, as an index not tracked does, to
+// count their reasons.
+//
 // Preferences that allow only a few of many nodes (a region with few of them, a short only
 // list) are walked as Take walks them: through the nodes they allow, not past all the others.
 func (ix *Index) Pick(req Request) (Candidate, error) {
@@ -152,10 +159,16 @@ func (ix *Index) Pick(req Request) (Candidate, error) {
 	}
 	var counts [numReasons]int
 	turn := ix.next(req.Rand)
-	for g := 0; g+1 < len(ix.groups); g++ {
-		group := ix.cands[ix.groups[g]:ix.groups[g+1]]
-		if c := f.take(group, int(turn%uint64(len(group))), &counts); c != nil {
-			return *c, nil
+	for _, skip := range []bool{true, false} {
+		if skip && ix.fm == nil {
+			continue
+		}
+		counts = [numReasons]int{}
+		for g := 0; g+1 < len(ix.groups); g++ {
+			start, end := ix.groups[g], ix.groups[g+1]
+			if c := ix.take(&f, start, end, int(turn%uint64(end-start)), skip, &counts); c != nil {
+				return *c, nil
+			}
 		}
 	}
 	return Candidate{}, newNoProvider(req.Model, len(ix.cands), &counts, req.Prefs.Regions)
@@ -204,53 +217,69 @@ func (ix *Index) next(r *rand.Rand) uint64 {
 	return ix.turn.Add(1)
 }
 
-// take takes a slot on a node of group, walking it from start: of the first two eligible
-// nodes it meets, the less loaded (the first when both are equal, and at once when it is
-// idle), so that equal nodes share the load as well as the requests at the cost of one check
-// more. A node whose slots are all taken is skipped. It counts the reason of each node it
-// finds ineligible, or busy, and returns nil when it takes none.
-func (f *filter) take(group []Candidate, start int, counts *[numReasons]int) *Candidate {
-	var held *Candidate // the first eligible node met, not idle: the next may be less loaded
-	for j := range group {
-		c := &group[(start+j)%len(group)]
-		why, _ := f.check(c)
-		if why == busy && c.Slot != nil && c.Slot.Running() < c.Slots(f.tier) {
-			why = eligible // the snapshot's count is older than the slots: the live one decides
+// take takes a slot on a node of the group of candidates [start, end), walking it from
+// start+from: of the first two eligible nodes it meets, the less loaded (the first when both
+// are equal, and at once when it is idle), so that equal nodes share the load as well as the
+// requests at the cost of one check more. A node whose slots are all taken is skipped; with
+// skip, so are those the free map says can take no job, unchecked. It counts the reason of
+// each node it finds ineligible, or busy, and returns nil when it takes none.
+func (ix *Index) take(f *filter, start, end, from int, skip bool, counts *[numReasons]int) *Candidate {
+	held := -1 // the first eligible node met, not idle: the next may be less loaded
+	for _, seg := range [2][2]int{{start + from, end}, {start, start + from}} {
+		for i := seg[0]; ; i++ {
+			if skip {
+				i = ix.fm.nextFree(i, seg[1])
+			}
+			if i >= seg[1] {
+				break
+			}
+			c := &ix.cands[i]
+			why, _ := f.check(c)
+			if why == busy && c.Slot != nil && c.Slot.Running() < c.Slots(f.tier) {
+				why = eligible // the snapshot's count is older than the slots: the live one decides
+			}
+			if why != eligible {
+				counts[why]++
+				ix.clear(i, why)
+				continue
+			}
+			if held < 0 && liveLoad(c) > 0 {
+				held = i
+				continue
+			}
+			a, b := i, held
+			if b >= 0 && liveLoad(&ix.cands[b]) <= liveLoad(c) {
+				a, b = b, a
+			}
+			if ix.acquire(f, a, counts) {
+				return &ix.cands[a]
+			}
+			if b >= 0 && ix.acquire(f, b, counts) {
+				return &ix.cands[b]
+			}
+			held = -1
 		}
-		if why != eligible {
-			counts[why]++
-			continue
-		}
-		if held == nil && liveLoad(c) > 0 {
-			held = c
-			continue
-		}
-		a, b := c, held
-		if b != nil && liveLoad(b) <= liveLoad(a) {
-			a, b = b, a
-		}
-		if f.acquire(a, counts) {
-			return a
-		}
-		if b != nil && f.acquire(b, counts) {
-			return b
-		}
-		held = nil
 	}
-	if held != nil && f.acquire(held, counts) {
-		return held
+	if held >= 0 && ix.acquire(f, held, counts) {
+		return &ix.cands[held]
 	}
 	return nil
 }
 
-// acquire takes a slot on c for the request's tier, counting it busy when none is free since
-// the snapshot. A candidate without a slot is taken without one.
-func (f *filter) acquire(c *Candidate, counts *[numReasons]int) bool {
-	if c.Slot == nil || c.Slot.AcquireFor(f.tier) {
+// acquire takes a slot on candidate i for the request's tier, counting it busy when none is
+// free since the snapshot; the free map learns when it took the last one. A candidate
+// without a slot is taken without one.
+func (ix *Index) acquire(f *filter, i int, counts *[numReasons]int) bool {
+	c := &ix.cands[i]
+	if c.Slot == nil {
 		return true
 	}
-	counts[busy]++
-	return false
+	ok := c.Slot.AcquireFor(f.tier)
+	if !ok {
+		counts[busy]++
+	}
+	ix.clear(i, busy) // clears only while every slot is taken
+	return ok
 }
 
 // liveLoad is the share of c's slots in use now, or in the snapshot without a slot.

@@ -18,6 +18,7 @@ type testOffer struct {
 	running  int
 	gold     int
 	noBronze bool
+	hint     *FreeHint // the tracking index's, once Watch
 }
 
 func offer(node string, slots int, price int64) *testOffer {
@@ -46,7 +47,16 @@ func (o *testOffer) Acquire() bool { return o.AcquireFor(tier.Silver) }
 func (o *testOffer) Release() {
 	o.mu.Lock()
 	o.running--
+	h := o.hint
 	o.mu.Unlock()
+	h.Freed()
+}
+
+func (o *testOffer) Watch(h *FreeHint) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.hint = h
+	return true
 }
 
 // candidates snapshots offers, as fleet.Candidates does.

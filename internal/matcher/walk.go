@@ -128,7 +128,7 @@ func (r *Ranking) walkOne() {
 			continue
 		}
 		i := int(si.order[place])
-		if r.walked != nil && r.walked[i] {
+		if r.walked != nil && r.walked[i] || !r.ix.mayTake(i) {
 			continue
 		}
 		c := &r.cands[i]
@@ -136,7 +136,11 @@ func (r *Ranking) walkOne() {
 		if why == busy && c.Slot != nil && c.Slot.Running() < c.Slots(f.tier) {
 			why = eligible // the snapshot's count is older than the slots: the live one decides
 		}
-		if why != eligible || pos != w.p || f.p.PreferredMaxLatency > 0 && (leastLatency(c) > pml) != (w.side == suffix) {
+		if why != eligible {
+			r.ix.clear(i, why)
+			continue
+		}
+		if pos != w.p || f.p.PreferredMaxLatency > 0 && (leastLatency(c) > pml) != (w.side == suffix) {
 			continue
 		}
 		e := &r.top[r.n]

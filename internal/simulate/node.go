@@ -48,6 +48,7 @@ type offer struct {
 	jobs    []*job // running now
 	in, out money.Price
 	asks    *pricing.Asks
+	hint    *matcher.FreeHint // the model's index's (Watch)
 
 	// Measured.
 	busy   time.Duration // slot-time of its jobs
@@ -55,7 +56,7 @@ type offer struct {
 	jobsN  int64
 }
 
-var _ matcher.Slot = (*offer)(nil)
+var _ matcher.Watched = (*offer)(nil)
 
 // Running is the slots in use: the matcher's Slot.
 func (o *offer) Running() int { return o.running }
@@ -91,6 +92,14 @@ func (o *offer) free() {
 	if o.node.online() {
 		o.model.onlineRunning--
 	}
+	o.hint.Freed()
+}
+
+// Watch keeps the hint of the model's index, told of every slot freed, as the fleet's offer
+// does (matcher.Watched).
+func (o *offer) Watch(h *matcher.FreeHint) bool {
+	o.hint = h
+	return true
 }
 
 // price is what the offer asks at t, surge included, as fleet.Offer.Price reads it: the ask
@@ -168,6 +177,7 @@ func (p *part) index(m *model) *matcher.Index {
 		}
 	}
 	m.ix = matcher.NewIndex(m.cands)
+	m.ix.Track() // as the core's: it skips the full nodes
 	m.stale = false
 	p.st.rebuilds++
 	return m.ix

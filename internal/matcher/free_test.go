@@ -1,0 +1,162 @@
+package matcher
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/shareai/shareai/internal/tier"
+)
+
+// unwatched is a slot that cannot watch (a node another replica holds): a tracked index never
+// skips it.
+type unwatched struct{ *testOffer }
+
+func (unwatched) Watch(*FreeHint) bool { return false }
+
+// TestTrack_SameDecisions holds a tracked index to the decisions of an index that is not, on
+// the same live slots, through a random run of decisions and frees: the free map only skips
+// nodes that cannot take the job, so every decision takes a node of the same group (the same
+// standing and price, warm or cold), and when none can, both count the same reasons. Within
+// the group the node may differ: an index not tracked also pairs the nodes its snapshot
+// thinks free and finds full (take), which the tracked one skips.
+func TestTrack_SameDecisions(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var offers []*testOffer
+	var cands []Candidate
+	for i := range 300 {
+		o := offer(fmt.Sprint("n", i), 1+rng.IntN(4), int64(1+rng.IntN(6))) // six prices: groups of equal nodes
+		o.running = rng.IntN(o.c.MaxConcurrent + 1)
+		o.gold = rng.IntN(2) * min(1, o.c.MaxConcurrent-1)
+		offers = append(offers, o)
+		c := candidates(o)[0]
+		c.Paused = rng.IntN(10) == 0
+		c.Warm = rng.IntN(3) != 0
+		cands = append(cands, c)
+	}
+	cands[7].Slot = unwatched{offers[7]}
+	plain, tracked := NewIndex(cands), NewIndex(cands)
+	tracked.Track()
+	groupOf := map[string]int{}
+	for g := 0; g+1 < len(plain.groups); g++ {
+		for _, c := range plain.cands[plain.groups[g]:plain.groups[g+1]] {
+			groupOf[c.NodeID] = g
+		}
+	}
+	rp, rt := rand.New(rand.NewPCG(3, 4)), rand.New(rand.NewPCG(3, 4)) // the same rotation
+	tiers := []tier.Tier{tier.Gold, tier.Silver, tier.Bronze}
+	busy := 0
+	for step := range 5000 {
+		if rng.IntN(3) == 0 { // free a random slot
+			if o := offers[rng.IntN(len(offers))]; o.Running() > 0 {
+				o.Release()
+			}
+			continue
+		}
+		req := Request{Model: model, Tier: tiers[rng.IntN(len(tiers))]}
+		req.Rand = rt
+		got, errT := tracked.Pick(req)
+		if errT == nil {
+			got.Slot.(interface{ Release() }).Release() // as it was, for the index not tracked
+		}
+		req.Rand = rp
+		want, errP := plain.Pick(req)
+		switch {
+		case (errT == nil) != (errP == nil):
+			t.Fatalf("step %d: tracked %v, %v; not tracked %v, %v", step, got.NodeID, errT, want.NodeID, errP)
+		case errP != nil:
+			busy++
+			if errT.Error() != errP.Error() {
+				t.Fatalf("step %d: tracked %q; not tracked %q", step, errT, errP)
+			}
+		case groupOf[got.NodeID] != groupOf[want.NodeID]:
+			t.Fatalf("step %d: tracked took %s of group %d; not tracked %s of group %d", step, got.NodeID, groupOf[got.NodeID], want.NodeID, groupOf[want.NodeID])
+		}
+	}
+	if busy == 0 || busy > 4000 {
+		t.Errorf("%d of the decisions found every node busy; want the run to see both", busy)
+	}
+}
+
+// A node that freed a slot is taken again at once: its slot sets its bit.
+func TestTrack_FreedNodeTaken(t *testing.T) {
+	cheap, dear := offer("cheap", 1, 1), offer("dear", 4, 2)
+	ix := NewIndex(candidates(cheap, dear))
+	ix.Track()
+	req := Request{Model: model, Rand: seeded()}
+	if c, err := ix.Pick(req); err != nil || c.NodeID != "cheap" {
+		t.Fatalf("first pick %v, %v; want cheap", c.NodeID, err)
+	}
+	if ix.mayTake(0) {
+		t.Error("cheap's bit is set with its only slot taken")
+	}
+	if c, err := ix.Pick(req); err != nil || c.NodeID != "dear" {
+		t.Fatalf("second pick %v, %v; want dear, cheap being full", c.NodeID, err)
+	}
+	cheap.Release()
+	if !ix.mayTake(0) {
+		t.Error("cheap's bit is clear after its slot was freed")
+	}
+	if c, err := ix.Pick(req); err != nil || c.NodeID != "cheap" {
+		t.Fatalf("pick after the free %v, %v; want cheap again", c.NodeID, err)
+	}
+	// A paused node's bit is cleared for good; an unwatched one's never is.
+	p, u := offer("paused", 1, 1), offer("remote", 1, 1)
+	cs := candidates(p, u)
+	cs[0].Paused, cs[1].Slot = true, unwatched{u}
+	u.running = 1
+	ix = NewIndex(cs)
+	ix.Track()
+	if ix.mayTake(0) || !ix.mayTake(1) {
+		t.Errorf("tracked: paused may take %v, full unwatched %v; want false, true", ix.mayTake(0), ix.mayTake(1))
+	}
+	_, err := ix.Pick(req)
+	if np, ok := errors.AsType[*NoProvider](err); !ok || np.Error() != "2 nodes serve llama3.1:8b: 1 busy, 1 paused" {
+		t.Errorf("pick: %v; want both counted", err)
+	}
+}
+
+// TestTrack_Concurrent takes and frees slots from many goroutines at once: once all are free,
+// no node's bit is clear (a free racing a clear must not be lost), and no slot was taken
+// past its count.
+func TestTrack_Concurrent(t *testing.T) {
+	var offers []*testOffer
+	for i := range 200 {
+		offers = append(offers, offer(fmt.Sprint("n", i), 2, int64(1+i%3)))
+	}
+	ix := NewIndex(candidates(offers...))
+	ix.Track()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 9))
+			req := Request{Model: model, Rand: rng}
+			var held []*testOffer
+			for range 3000 {
+				if len(held) > 0 && rng.IntN(2) == 0 {
+					k := rng.IntN(len(held))
+					held[k].Release()
+					held = append(held[:k], held[k+1:]...)
+					continue
+				}
+				if c, err := ix.Pick(req); err == nil {
+					held = append(held, c.Slot.(*testOffer))
+				}
+			}
+			for _, o := range held {
+				o.Release()
+			}
+		})
+	}
+	wg.Wait()
+	for i, c := range ix.cands {
+		if r := c.Slot.Running(); r != 0 {
+			t.Errorf("%s runs %d after every slot was freed", c.NodeID, r)
+		}
+		if !ix.mayTake(i) {
+			t.Errorf("%s's bit is clear with its slots free", c.NodeID)
+		}
+	}
+}
