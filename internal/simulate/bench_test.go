@@ -21,9 +21,26 @@ func benchDemand(b *testing.B, demand string, scale, weight int, d time.Duration
 	if err != nil {
 		b.Fatal(err)
 	}
+	peakHeap := watchHeap()
+	var requests int64
+	for b.Loop() {
+		rep, err := Run(f, dm, Options{Seed: 1, Duration: d, Scale: scale, Weight: weight})
+		if err != nil {
+			b.Fatal(err)
+		}
+		requests = (rep.Requests.Total + rep.Requests.ByTier[rowBatch].Total) / int64(weight)
+	}
+	b.ReportMetric(float64(requests), "simulated-requests")
+	b.ReportMetric(float64(peakHeap()>>20), "peak-heap-MiB")
+}
+
+// watchHeap samples the heap every 100 ms until the function it returns is called, which
+// returns the highest heap seen.
+func watchHeap() func() uint64 {
 	var peak uint64
-	done := make(chan struct{})
+	done, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(stopped)
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
 		for {
@@ -37,17 +54,11 @@ func benchDemand(b *testing.B, demand string, scale, weight int, d time.Duration
 			}
 		}
 	}()
-	var requests int64
-	for b.Loop() {
-		rep, err := Run(f, dm, Options{Seed: 1, Duration: d, Scale: scale, Weight: weight})
-		if err != nil {
-			b.Fatal(err)
-		}
-		requests = (rep.Requests.Total + rep.Requests.ByTier[rowBatch].Total) / int64(weight)
+	return func() uint64 {
+		close(done)
+		<-stopped
+		return peak
 	}
-	close(done)
-	b.ReportMetric(float64(requests), "simulated-requests")
-	b.ReportMetric(float64(peak>>20), "peak-heap-MiB")
 }
 
 // BenchmarkMarket_1000Nodes_Week is a week of the 1,000-node market, request by request.
@@ -84,22 +95,7 @@ func BenchmarkMarket_100kNodes_Week_LightDemand(b *testing.B) {
 	for i := range d.Streams {
 		d.Streams[i].Rate /= 100
 	}
-	var peak uint64
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				var m runtime.MemStats
-				runtime.ReadMemStats(&m)
-				peak = max(peak, m.HeapAlloc)
-			}
-		}
-	}()
+	peakHeap := watchHeap()
 	var requests int64
 	for b.Loop() {
 		rep, err := Run(f, d, Options{Seed: 1, Duration: 7 * 24 * time.Hour})
@@ -108,7 +104,6 @@ func BenchmarkMarket_100kNodes_Week_LightDemand(b *testing.B) {
 		}
 		requests = rep.Requests.Total
 	}
-	close(done)
 	b.ReportMetric(float64(requests), "simulated-requests")
-	b.ReportMetric(float64(peak>>20), "peak-heap-MiB")
+	b.ReportMetric(float64(peakHeap()>>20), "peak-heap-MiB")
 }
