@@ -116,10 +116,15 @@ func (c *candidates) servedNow(model string, now time.Time) {
 	c.served[model] = now
 }
 
-// servedRecently reports whether some node served model within servedFor: as this core's
-// decisions saw it, or as the fleet saw its last node leave (a replica that just started saw
-// the nodes its peers held, and none of its own decisions yet).
+// servedRecently reports whether some node may serve model: one did within servedFor, as
+// this core's decisions saw it or as the fleet saw its last node leave (a replica that just
+// started saw the nodes its peers held, and none of its own decisions yet), or the fleet is
+// still joining its peers, whose nodes are not in view yet (a replica a moment after its
+// start, which a load balancer may send requests before its readiness check says so).
 func (c *Core) servedRecently(model string) bool {
+	if c.cfg.Fleet.Joining() {
+		return true
+	}
 	now := c.cfg.Now()
 	if left := c.cfg.Fleet.LeftAt(model); !left.IsZero() && now.Sub(left) <= servedFor {
 		return true

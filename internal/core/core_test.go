@@ -21,6 +21,7 @@ import (
 	"github.com/shareai/shareai/internal/requestid"
 	"github.com/shareai/shareai/internal/store"
 	"github.com/shareai/shareai/internal/testenv"
+	"github.com/shareai/shareai/internal/tier"
 )
 
 // The core runs requests for callers that are not HTTP handlers: these tests call it as the
@@ -209,6 +210,52 @@ func TestServe_Refusals(t *testing.T) {
 	}
 	if b := settled(t, env, key.AccountID); b.Spent != 0 {
 		t.Errorf("spent %s on refused requests", b.Spent)
+	}
+}
+
+// noPeers is a replica's peers that hold no slot and take no job: a fleet given them is
+// joining until Joined.
+type noPeers struct{}
+
+func (noPeers) Acquire(*fleet.Offer, tier.Tier) bool                          { return false }
+func (noPeers) Release(*fleet.Offer)                                          {}
+func (noPeers) Dispatch(context.Context, *fleet.Job, *protocol.Request) error { return nil }
+func (noPeers) Control(*fleet.Job, fleet.Control, int)                        {}
+
+// A replica that has just started, before the others' nodes are in view, does not call a
+// model it sees no node of unknown: the request waits for the view (a load balancer may send
+// it requests before its readiness check says it is ready), and is told 404 once the view is
+// in and no node serves it. The models its own nodes serve are served meanwhile.
+func TestServe_JoiningReplicaWaitsForTheView(t *testing.T) {
+	env := testenv.New(t)
+	c, f := env.Coordinator().Core, env.Coordinator().Fleet
+	key := buyer(t, env)
+	f.SetPeers(noPeers{})
+	unknown := func(ctx context.Context) error {
+		_, err := c.Serve(ctx, &core.Request{ID: requestid.New(), Key: key, Job: &protocol.Request{Kind: protocol.KindChat, Model: "sim/none",
+			Messages: json.RawMessage(`[{"role":"user","content":"hi"}]`)}, Answer: (&sink{}).open})
+		return err
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := unknown(ctx); !errors.Is(err, core.ErrBuyerGone) {
+		t.Errorf("a model not in view while joining: %v; want it to wait for the view until the buyer left", err)
+	}
+	s := &sink{}
+	if _, err := c.Serve(context.Background(), &core.Request{ID: requestid.New(), Key: key, Job: chat(t, "hi", 1), Answer: s.open}); err != nil || s.finish != "stop" {
+		t.Errorf("a model its own node serves, while joining: %v, finish %q; want it served", err, s.finish)
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- unknown(context.Background()) }()
+	f.Joined()
+	err := <-done
+	if ae, ok := errors.AsType[*api.Error](err); !ok || ae.Status != http.StatusNotFound || ae.Code != api.CodeModelNotFound {
+		t.Errorf("a model no node serves, once the view is in: %v; want 404 model_not_found", err)
+	}
+	if b := settled(t, env, key.AccountID); b.Held != 0 {
+		t.Errorf("held %s after the refused requests", b.Held)
 	}
 }
 

@@ -134,6 +134,9 @@ func (c *Core) wait(ctx context.Context, r *Request, model string, mreq matcher.
 				return o.Candidate(), nil
 			}
 			result = "timeout"
+			if c.cfg.Fleet.Joining() {
+				err = fmt.Errorf("%w; this coordinator does not have the other replicas' nodes in view yet", err)
+			}
 			return matcher.Candidate{}, &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Code: api.CodeNoProviderAvailable, RetryAfter: 2,
 				Message: fmt.Sprintf("No node could take this request within %s in the queue (%v). Retry shortly.", c.queue.Config().Timeout, err)}
 		case <-ctx.Done():

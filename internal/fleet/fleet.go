@@ -82,6 +82,7 @@ type Fleet struct {
 	changed  chan struct{}     // closed and replaced whenever the node set changes
 	handoff  atomic.Pointer[func(*Offer) bool]
 	peers    Peers // reaches remote nodes (remote.go); nil: none
+	joining  bool  // peers set, their nodes not in view yet (Joining)
 	surge    surges
 }
 

@@ -40,11 +40,33 @@ const (
 	Preempt Control = "preempt"
 )
 
-// SetPeers sets how the fleet reaches remote nodes; nil (the default): it has none.
+// SetPeers sets how the fleet reaches remote nodes; nil (the default): it has none. A fleet
+// given peers is joining them (Joining) until Joined.
 func (f *Fleet) SetPeers(p Peers) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.peers = p
+	f.joining = p != nil
+}
+
+// Joined says that the fleet has in view the nodes its peers held when it joined them, and
+// tells the watchers of Changed: a request that waited for the view looks again.
+func (f *Fleet) Joined() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.joining {
+		f.joining = false
+		f.notify()
+	}
+}
+
+// Joining reports whether the fleet's view lacks its peers' nodes: a replica that has just
+// started, before the others' nodes are in view. A model none of its nodes serves meanwhile
+// may be one theirs do.
+func (f *Fleet) Joining() bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.joining
 }
 
 // RemoteNode is a node another replica holds, as its owner publishes it.

@@ -306,6 +306,33 @@ func newBalancer(t *testing.T, urls []string) *httptest.Server {
 	return srv
 }
 
+// A replica answers the moment it is up, before the others' nodes are in its view: a buyer
+// that reaches it then (a load balancer's health check lags a restart) is served once the
+// view is in, not told that the model does not exist.
+func TestCluster_RestartedReplicaServesAtOnce(t *testing.T) {
+	env := cluster(t)
+	if err := env.DrainReplica(0); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitFor("the others to see replica 1's node again", func() bool {
+		return len(env.CoordinatorOf(1).Fleet.Offers(model)) == 3 && len(env.CoordinatorOf(2).Fleet.Offers(model)) == 3
+	})
+	if err := env.StartReplica(0); err != nil {
+		t.Fatal(err)
+	}
+	client := env.ClientOf(0, option.WithMaxRetries(0))
+	const prompt = "right after a restart"
+	resp, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: model, Seed: openai.Int(1),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)}})
+	if err != nil {
+		t.Fatalf("the restarted replica's first request: %v; want it served", err)
+	}
+	if got, want := resp.Choices[0].Message.Content, simAnswer(prompt, 1); got != want {
+		t.Errorf("answer %q; want %q", got, want)
+	}
+	settledAndBalanced(t, env)
+}
+
 // The replicas drain and restart one at a time under load, behind a load balancer: buyers
 // whose SDK retries connection errors (as OpenAI's do by default) see no failed request, and
 // the ledger balances.

@@ -186,6 +186,7 @@ func (m *Mesh) watch(ctx context.Context) error {
 		case e := <-watch.Updates():
 			if e == nil {
 				m.ready.Store(true) // the initial values are in
+				m.cfg.Fleet.Joined()
 			}
 			m.onEntry(e)
 		case <-m.cfg.Fleet.Changed():
