@@ -80,13 +80,13 @@ type Mesh struct {
 	asked   map[string]*asked         // jobs this replica asked others for, by job id
 	done    chan struct{}
 	leaving atomic.Bool // Leave was called: this replica shuts down
-	ready   atomic.Bool // the bucket's nodes are in view, and this replica's own published
 }
 
 // Ready reports whether the replica has the whole fleet in view: the nodes the bucket held when
-// it started watching, and its own nodes published. Until then it is not ready for buyers
-// (/readyz): it would refuse requests the network can serve.
-func (m *Mesh) Ready() bool { return m.ready.Load() }
+// it started watching, and its own nodes published: its fleet has joined (Fleet.Joining).
+// Until then it is not ready for buyers (/readyz), and the requests that reach it all the
+// same wait for the view rather than be refused for a model the network serves.
+func (m *Mesh) Ready() bool { return !m.cfg.Fleet.Joining() }
 
 // bucket is the fleet's bucket, nil until Run has set it up.
 func (m *Mesh) bucket() jetstream.KeyValue {
@@ -185,8 +185,7 @@ func (m *Mesh) watch(ctx context.Context) error {
 			return nil
 		case e := <-watch.Updates():
 			if e == nil {
-				m.ready.Store(true) // the initial values are in
-				m.cfg.Fleet.Joined()
+				m.cfg.Fleet.Joined() // the initial values are in: Ready
 			}
 			m.onEntry(e)
 		case <-m.cfg.Fleet.Changed():
