@@ -21,7 +21,6 @@ import (
 	"github.com/shareai/shareai/internal/requestid"
 	"github.com/shareai/shareai/internal/store"
 	"github.com/shareai/shareai/internal/testenv"
-	"github.com/shareai/shareai/internal/tier"
 )
 
 // The core runs requests for callers that are not HTTP handlers: these tests call it as the
@@ -213,15 +212,6 @@ func TestServe_Refusals(t *testing.T) {
 	}
 }
 
-// noPeers is a replica's peers that hold no slot and take no job: a fleet given them is
-// joining until Joined.
-type noPeers struct{}
-
-func (noPeers) Acquire(*fleet.Offer, tier.Tier) bool                          { return false }
-func (noPeers) Release(*fleet.Offer)                                          {}
-func (noPeers) Dispatch(context.Context, *fleet.Job, *protocol.Request) error { return nil }
-func (noPeers) Control(*fleet.Job, fleet.Control, int)                        {}
-
 // A replica that has just started, before the others' nodes are in view, does not call a
 // model it sees no node of unknown: the request waits for the view (a load balancer may send
 // it requests before its readiness check says it is ready), and is told 404 once the view is
@@ -230,7 +220,7 @@ func TestServe_JoiningReplicaWaitsForTheView(t *testing.T) {
 	env := testenv.New(t)
 	c, f := env.Coordinator().Core, env.Coordinator().Fleet
 	key := buyer(t, env)
-	f.SetPeers(noPeers{})
+	f.SetPeers(testenv.NoPeers{})
 	unknown := func(ctx context.Context) error {
 		_, err := c.Serve(ctx, &core.Request{ID: requestid.New(), Key: key, Job: &protocol.Request{Kind: protocol.KindChat, Model: "sim/none",
 			Messages: json.RawMessage(`[{"role":"user","content":"hi"}]`)}, Answer: (&sink{}).open})

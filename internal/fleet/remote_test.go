@@ -1,21 +1,11 @@
 package fleet_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/shareai/shareai/internal/fleet"
-	"github.com/shareai/shareai/internal/protocol"
-	"github.com/shareai/shareai/internal/tier"
+	"github.com/shareai/shareai/internal/testenv"
 )
-
-// noPeers is a replica's peers that hold no slot and take no job.
-type noPeers struct{}
-
-func (noPeers) Acquire(*fleet.Offer, tier.Tier) bool                          { return false }
-func (noPeers) Release(*fleet.Offer)                                          {}
-func (noPeers) Dispatch(context.Context, *fleet.Job, *protocol.Request) error { return nil }
-func (noPeers) Control(*fleet.Job, fleet.Control, int)                        {}
 
 // A fleet given peers is joining until it has their nodes in view, and its watchers hear of
 // the join; a fleet without peers has nothing to join.
@@ -24,7 +14,7 @@ func TestFleet_Joining(t *testing.T) {
 	if f.Joining() {
 		t.Fatal("a fleet without peers is joining")
 	}
-	f.SetPeers(noPeers{})
+	f.SetPeers(testenv.NoPeers{})
 	if !f.Joining() {
 		t.Fatal("a fleet given peers is not joining them")
 	}
