@@ -54,6 +54,13 @@ type Config struct {
 	LeaseTTL time.Duration
 	// LeaseRenew is how often RunLease renews the lease. Default LeaseTTL/3.
 	LeaseRenew time.Duration
+	// LazyFor is how long a hold may stay unwritten, held in memory, when the ledger is alone
+	// on a store with SerialWrites (SQLite): a request that settles sooner writes its hold
+	// once, closed, in its settlement's transaction, and a crash loses with the hold only its
+	// request, which recovery would void; one that runs longer has it written open within
+	// about 1.5×LazyFor, to be recovered as before. Default 100ms; negative: every hold is
+	// written at once.
+	LazyFor time.Duration
 }
 
 // Ledger bills requests.
@@ -69,6 +76,11 @@ type Ledger struct {
 	leaseMu sync.Mutex  // guards the lease against renewal racing its release at Close
 	leased  atomic.Bool // the lease was renewed once since New
 	closed  bool        // by leaseMu: released
+
+	lazy     bool          // holds are placed Lazy
+	stopLazy chan struct{} // closed by Close: writeLazy stops
+	stopOnce sync.Once
+	lazyDone chan struct{} // closed when writeLazy has stopped
 }
 
 // New returns a ledger. Call Close to settle what is queued.
@@ -100,6 +112,13 @@ func New(cfg Config) *Ledger {
 	case cfg.Store.SerialWrites():
 		q := newBatcher(l.commit)
 		l.holds, l.settles, l.checkpoints = q, q, q
+		if !cfg.Shared && cfg.LazyFor >= 0 {
+			if cfg.LazyFor == 0 {
+				l.cfg.LazyFor = 100 * time.Millisecond
+			}
+			l.lazy, l.stopLazy, l.lazyDone = true, make(chan struct{}), make(chan struct{})
+			go l.writeLazy()
+		}
 	default:
 		l.holds, l.settles, l.checkpoints = newBatcher(l.commit), newBatcher(l.commit), newBatcher(l.commit)
 	}
@@ -109,12 +128,32 @@ func New(cfg Config) *Ledger {
 // Replica returns the name of the replica the ledger places holds for.
 func (l *Ledger) Replica() string { return l.cfg.Replica }
 
-// write is an item of the ledger's queues: a hold to place, a settlement, or a checkpoint.
-// Exactly one is set.
+// write is an item of the ledger's queues: a hold to place, a settlement, a checkpoint, or
+// the lazy holds placed before a time to write open. Exactly one is set.
 type write struct {
 	hold       *store.Hold
 	settlement *store.Settlement
 	checkpoint *checkpoint
+	lazyBefore time.Time
+}
+
+// writeLazy has the lazy holds older than LazyFor written open, every LazyFor/2, until Close.
+func (l *Ledger) writeLazy() {
+	defer close(l.lazyDone)
+	t := time.NewTicker(l.cfg.LazyFor / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stopLazy:
+			return
+		case <-t.C:
+			l.holds.queue(write{lazyBefore: l.cfg.Now().Add(-l.cfg.LazyFor)}, func(err error) {
+				if err != nil && !errors.Is(err, errClosed) {
+					l.log.Warn("write holds open", "err", err)
+				}
+			})
+		}
+	}
 }
 
 // commit commits a batch of writes in one store.Commit, counting the holds and settlements and
@@ -134,6 +173,11 @@ func (l *Ledger) commit(ctx context.Context, ws []write) []error {
 		case x.settlement != nil:
 			w.Settlements = append(w.Settlements, x.settlement)
 			settlements = append(settlements, i)
+		case !x.lazyBefore.IsZero():
+			if x.lazyBefore.After(w.WriteLazy) {
+				w.WriteLazy = x.lazyBefore
+			}
+			checkpoints = append(checkpoints, i) // its error is the checkpoints'
 		case x.checkpoint.ended == nil || !x.checkpoint.ended():
 			w.Checkpoints = append(w.Checkpoints, x.checkpoint.s)
 			checkpoints = append(checkpoints, i)
@@ -181,6 +225,10 @@ func (l *Ledger) commit(ctx context.Context, ws []write) []error {
 func (l *Ledger) Close() {
 	if l.holds == nil {
 		return
+	}
+	if l.lazy {
+		l.stopOnce.Do(func() { close(l.stopLazy) })
+		<-l.lazyDone
 	}
 	l.holds.close()
 	l.checkpoints.close()
@@ -259,6 +307,9 @@ func (l *Ledger) Hold(ctx context.Context, requestID string, key *store.Key, amo
 	return l.holds.do(ctx, write{hold: &store.Hold{
 		RequestID: requestID, AccountID: key.AccountID, KeyID: key.ID, Amount: amount, CreatedAt: l.cfg.Now(),
 		Replica: l.cfg.Replica,
+		// Alone on its store, the ledger's Recover voids every open hold with no checkpoint:
+		// the store may keep the hold unwritten for LazyFor (writeLazy).
+		Lazy: l.lazy,
 	}})
 }
 

@@ -38,7 +38,12 @@ func setup(t *testing.T, kind string, credit money.Nanos) *fixture { return setu
 
 func setupTB(t testing.TB, kind string, credit money.Nanos) *fixture {
 	t.Helper()
-	db := sqlstoretest.Open(t, kind)
+	return fixtureOn(t, sqlstoretest.Open(t, kind), credit)
+}
+
+// fixtureOn makes a buyer with credit and a provider on db, and a ledger alone on it.
+func fixtureOn(t testing.TB, db *sqlstore.DB, credit money.Nanos) *fixture {
+	t.Helper()
 	ctx := context.Background()
 	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
 	mk := func(name string) string {

@@ -76,6 +76,14 @@ type Hold struct {
 	Replica string
 	// Checkpoint is the bill of what was delivered by the last checkpoint, nil if none.
 	Checkpoint *Settlement
+	// Lazy lets the store keep the hold in this process's memory, unwritten, until its
+	// request is checkpointed, raised or settled, when it is written closed (settled) or open
+	// (the others), or until Writes.WriteLazy writes it open: for a coordinator alone on its
+	// store, whose recovery voids an open hold with no checkpoint anyway, a crash losing such
+	// a hold with its request moves the same money, none. It still counts against the balance
+	// and the caps at once, and Balance, Spending and OpenHolds show it. A store that cannot
+	// keep a hold so writes it.
+	Lazy bool `json:"-"`
 }
 
 // LimitError is a hold refused: by the balance, or by a spend cap.
@@ -240,6 +248,9 @@ type Writes struct {
 	Holds       []*Hold       // holds to place
 	Settlements []*Settlement // holds to close
 	Checkpoints []*Settlement // bills of what running requests delivered so far
+	// WriteLazy writes open, after the rest, the lazy holds (Hold.Lazy) the store keeps
+	// unwritten that were placed before it; zero: none.
+	WriteLazy time.Time
 }
 
 // Payout is money paid to a provider, out of its available earnings.

@@ -83,6 +83,11 @@ func (db *DB) waitHolds(ctx context.Context, ids []string) error {
 // setCap sets the cap and counts its window. It returns the open holds that the window could
 // not be added to, being settled.
 func (db *DB) setCap(ctx context.Context, tx *sql.Tx, c store.Cap, now time.Time) (busy []string, err error) {
+	// The window is counted from the open holds' rows, and a removed cap's window stays up to
+	// date through them.
+	if err := db.writeAllPending(ctx, tx); err != nil {
+		return nil, err
+	}
 	if c.Limit <= 0 {
 		// The window's row stays: the open holds that count in it keep it up to date.
 		_, err := db.txExec(ctx, tx, `DELETE FROM spend_caps WHERE scope = ? AND period = ?`, c.Scope, c.Period)
@@ -253,7 +258,7 @@ func (db *DB) Spending(ctx context.Context, now time.Time, scopes ...string) ([]
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return nil, err
 			}
-			sp.Spent, sp.Held = money.Nanos(spent), money.Nanos(held)
+			sp.Spent, sp.Held = money.Nanos(spent), money.Nanos(held)+db.pending.window(window{scope, c.Period, millis(store.WindowStart(c.Period, now))})
 			out = append(out, sp)
 		}
 	}

@@ -64,6 +64,8 @@ type DB struct {
 	// ensured holds the ids of the ledger accounts known to exist, committed: a settlement
 	// skips the insert that would create them. Ledger accounts are never deleted.
 	ensured sync.Map
+	// pending are the lazy holds not written yet (SQLite only): pending.go.
+	pending pendingHolds
 }
 
 // String names the database for logs, never with a password.
@@ -204,6 +206,7 @@ func (db *DB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		err = tx.Commit()
 	}
 	if db.dialect == sqliteDialect {
+		db.pending.end(err == nil)
 		db.stmts.prepare(ctx, db.w) // the writer connection is free again
 	}
 	return err

@@ -57,7 +57,11 @@ func (db *DB) Commit(ctx context.Context, w *store.Writes) (holds, settlements [
 		checkpoints = fmt.Errorf("checkpoint %d requests: %w", len(w.Checkpoints), err)
 		cps = nil
 	}
-	if len(w.Holds) == 0 && len(w.Settlements) == 0 && len(cps) == 0 {
+	var lazy []string
+	if !w.WriteLazy.IsZero() {
+		lazy = db.pending.before(w.WriteLazy)
+	}
+	if len(w.Holds) == 0 && len(w.Settlements) == 0 && len(cps) == 0 && len(lazy) == 0 {
 		return holds, settlements, checkpoints
 	}
 	var made []string // ledger accounts the settlements created
@@ -75,7 +79,10 @@ func (db *DB) Commit(ctx context.Context, w *store.Writes) (holds, settlements [
 				return err
 			}
 		}
-		return db.checkpointHolds(ctx, tx, cps)
+		if err := db.checkpointHolds(ctx, tx, cps); err != nil {
+			return err
+		}
+		return db.writePending(ctx, tx, lazy)
 	})
 	if err != nil {
 		for i := range holds {
@@ -114,7 +121,7 @@ func (db *DB) placeHolds(ctx context.Context, tx *sql.Tx, hs []*store.Hold, errs
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		buyers[id].balance, buyers[id].held = money.Nanos(balance), money.Nanos(held)
+		buyers[id].balance, buyers[id].held = money.Nanos(balance), money.Nanos(held)+db.pending.account(id)
 	}
 
 	// The caps of every key and account in the batch.
@@ -186,7 +193,8 @@ func (db *DB) placeHolds(ctx context.Context, tx *sql.Tx, hs []*store.Hold, errs
 		h := hs[i]
 		rows[j] = []any{h.RequestID, h.AccountID, h.KeyID, int64(h.Amount), formatWindows(held[i]), millis(h.CreatedAt), h.Replica}
 	}
-	inserted, err := db.insertHolds(ctx, tx, rows)
+	lazy := func(j int) bool { return hs[accepted[j]].Lazy }
+	inserted, err := db.insertHolds(ctx, tx, rows, lazy)
 	if err != nil {
 		return err
 	}
@@ -194,27 +202,37 @@ func (db *DB) placeHolds(ctx context.Context, tx *sql.Tx, hs []*store.Hold, errs
 	windowDelta := map[window]money.Nanos{}
 	for _, i := range accepted {
 		h := hs[i]
-		if !inserted[h.RequestID] {
+		written, ok := inserted[h.RequestID]
+		if !ok {
 			errs[i] = fmt.Errorf("hold for request %s: %w", h.RequestID, store.ErrConflict)
 			continue
 		}
 		delete(inserted, h.RequestID) // a second hold of the request in the batch conflicts
+		if !written {
+			db.pending.add(h, held[i])
+			continue
+		}
 		heldDelta[buyerAccount(h.AccountID)] += h.Amount
 		for _, w := range held[i] {
 			windowDelta[w] += h.Amount
 		}
 	}
-	for _, id := range ids {
-		if d := heldDelta[id]; d != 0 {
+	return db.addHeld(ctx, tx, heldDelta, windowDelta)
+}
+
+// addHeld adds to what buyers' ledger accounts and spend windows hold, in a fixed order.
+func (db *DB) addHeld(ctx context.Context, tx *sql.Tx, accounts map[string]money.Nanos, windows map[window]money.Nanos) error {
+	for _, id := range sortedKeys(accounts) {
+		if d := accounts[id]; d != 0 {
 			if _, err := db.txExec(ctx, tx, `UPDATE ledger_accounts SET held = held + ? WHERE id = ?`, int64(d), id); err != nil {
 				return err
 			}
 		}
 	}
-	for _, w := range sortedWindows(windowDelta) {
+	for _, w := range sortedWindows(windows) {
 		if _, err := db.txExec(ctx, tx, `INSERT INTO spend_windows (scope, period, window_start, held) VALUES (?, ?, ?, ?)
 ON CONFLICT (scope, period, window_start) DO UPDATE SET held = spend_windows.held + excluded.held`,
-			w.scope, w.period, w.start, int64(windowDelta[w])); err != nil {
+			w.scope, w.period, w.start, int64(windows[w])); err != nil {
 			return err
 		}
 	}
@@ -225,10 +243,11 @@ ON CONFLICT (scope, period, window_start) DO UPDATE SET held = spend_windows.hel
 // rows.
 const openHoldsInsert = `INSERT INTO open_holds (request_id, account_id, key_id, amount, windows, created_at, replica)`
 
-// insertHolds inserts new holds' rows into open_holds and returns the request ids it inserted:
-// a request held already, open or closed, is left as it was, and out of the result, and so is
-// a second row of one request.
-func (db *DB) insertHolds(ctx context.Context, tx *sql.Tx, rows [][]any) (map[string]bool, error) {
+// insertHolds inserts new holds' rows into open_holds and returns the request ids it placed,
+// each true when its row was written and false when it is to be kept pending instead (lazy(i)
+// for rows[i], on SQLite): a request held already, open, pending or closed, is left as it
+// was, and out of the result, and so is a second row of one request.
+func (db *DB) insertHolds(ctx context.Context, tx *sql.Tx, rows [][]any, lazy func(i int) bool) (map[string]bool, error) {
 	ids := make([]string, len(rows))
 	for i, r := range rows {
 		ids[i] = r[0].(string)
@@ -242,10 +261,14 @@ func (db *DB) insertHolds(ctx context.Context, tx *sql.Tx, rows [][]any) (map[st
 			return nil, err
 		}
 		fresh := make([][]any, 0, len(rows))
-		for _, r := range rows {
-			if id := r[0].(string); !held[id] {
-				held[id] = true
-				inserted[id] = true
+		for i, r := range rows {
+			id := r[0].(string)
+			if held[id] || db.pending.get(id) != nil {
+				continue
+			}
+			held[id] = true
+			inserted[id] = !lazy(i)
+			if inserted[id] {
 				fresh = append(fresh, r)
 			}
 		}
@@ -311,7 +334,8 @@ func (db *DB) heldRequests(ctx context.Context, tx *sql.Tx, tables []string, ids
 	return held, nil
 }
 
-// windowFunds returns a spend window's spent and held amounts, read once per batch.
+// windowFunds returns a spend window's spent and held amounts, pending holds' included, read
+// once per batch.
 func (db *DB) windowFunds(ctx context.Context, tx *sql.Tx, spend map[window]*funds, w window) (*funds, error) {
 	if f := spend[w]; f != nil {
 		return f, nil
@@ -322,7 +346,7 @@ func (db *DB) windowFunds(ctx context.Context, tx *sql.Tx, spend map[window]*fun
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, err
 	}
-	f := &funds{balance: money.Nanos(spent), held: money.Nanos(held)}
+	f := &funds{balance: money.Nanos(spent), held: money.Nanos(held) + db.pending.window(w)}
 	spend[w] = f
 	return f, nil
 }
@@ -344,6 +368,7 @@ type openHold struct {
 	amount                             money.Nanos
 	createdAt                          int64
 	closing                            bool // settled by a settlement before in the batch
+	pending                            bool // lazy, not written: the database holds none of it
 }
 
 // settle closes a batch's holds in tx, appending to made the ledger accounts it ensured.
@@ -370,18 +395,29 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 	if err != nil {
 		return err
 	}
-	// The requests not held open: closed already (settling is idempotent), or never held.
+	// The requests not held open: pending (lazy), closed already (settling is idempotent), or
+	// never held.
 	var missing []string
 	for _, id := range ids {
-		if holds[id] == nil && (len(missing) == 0 || missing[len(missing)-1] != id) {
-			missing = append(missing, id)
+		if holds[id] != nil || (len(missing) > 0 && missing[len(missing)-1] == id) {
+			continue
 		}
+		if ph := db.pending.get(id); ph != nil {
+			h := &ph.hold
+			holds[id] = &openHold{accountID: h.AccountID, keyID: h.KeyID, windows: formatWindows(ph.windows), replica: h.Replica,
+				amount: h.Amount, createdAt: millis(h.CreatedAt), pending: true}
+			continue
+		}
+		missing = append(missing, id)
 	}
 	closed := map[string]bool{}
 	if len(missing) > 0 {
 		if closed, err = db.heldRequests(ctx, tx, []string{"holds"}, missing); err != nil {
 			return err
 		}
+	}
+	if err := db.pendingWindows(ctx, tx, holds); err != nil {
+		return err
 	}
 
 	var (
@@ -422,13 +458,19 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 		if s.Debit == 0 {
 			status = "voided"
 		}
-		done = append(done, s.RequestID)
 		shut = append(shut, []any{s.RequestID, h.accountID, h.keyID, int64(h.amount), h.windows, status, h.createdAt, millis(s.At), h.replica})
 		buyer := buyerAccount(h.accountID)
-		held[buyer] -= h.amount
+		unheld := h.amount // what the database holds for it
+		if h.pending {
+			db.pending.take(s.RequestID)
+			unheld = 0
+		} else {
+			done = append(done, s.RequestID)
+		}
+		held[buyer] -= unheld
 		for _, w := range ws {
 			d := spent[w]
-			spent[w] = [2]money.Nanos{d[0] + s.Debit, d[1] - h.amount}
+			spent[w] = [2]money.Nanos{d[0] + s.Debit, d[1] - unheld}
 		}
 		if s.Usage != nil {
 			uses = append(uses, usageArgs(s.Usage))
@@ -507,9 +549,11 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 		}
 	}
 	for _, w := range sortedWindows(spent) {
+		// A window only pending holds counted in has no row yet.
 		d := spent[w]
-		if _, err := db.txExec(ctx, tx, `UPDATE spend_windows SET spent = spent + ?, held = held + ?
-WHERE scope = ? AND period = ? AND window_start = ?`, int64(d[0]), int64(d[1]), w.scope, w.period, w.start); err != nil {
+		if _, err := db.txExec(ctx, tx, `INSERT INTO spend_windows (scope, period, window_start, spent, held) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (scope, period, window_start) DO UPDATE SET spent = spend_windows.spent + excluded.spent, held = spend_windows.held + excluded.held`,
+			w.scope, w.period, w.start, int64(d[0]), int64(d[1])); err != nil {
 			return err
 		}
 	}
@@ -566,6 +610,9 @@ func mergeKeys(a, b map[string]money.Nanos) map[string]bool {
 // request whose retry goes to a dearer node. A hold already as large is left alone.
 func (db *DB) RaiseHold(ctx context.Context, requestID string, amount money.Nanos) error {
 	err := db.writeRetrying(ctx, func(tx *sql.Tx) error {
+		if err := db.writePending(ctx, tx, []string{requestID}); err != nil {
+			return err
+		}
 		var accountID, windows string
 		var was int64
 		err := db.txQueryRow(ctx, tx, `SELECT account_id, amount, windows FROM open_holds WHERE request_id = ?`+db.forUpdate(), requestID).
@@ -592,7 +639,7 @@ func (db *DB) RaiseHold(ctx context.Context, requestID string, amount money.Nano
 		if err := db.txQueryRow(ctx, tx, `SELECT balance, held FROM ledger_accounts WHERE id = ?`+db.forUpdate(), buyer).Scan(&balance, &held); err != nil {
 			return err
 		}
-		if avail := money.Nanos(balance - held); avail < delta {
+		if avail := money.Nanos(balance-held) - db.pending.account(buyer); avail < delta {
 			return &store.LimitError{Available: max(avail, 0), Need: delta}
 		}
 		ws, err := parseWindows(windows)

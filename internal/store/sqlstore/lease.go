@@ -54,6 +54,9 @@ func (db *DB) ClaimHolds(ctx context.Context, replica string, now time.Time, own
 	var hs []*store.Hold
 	err := db.writeRetrying(ctx, func(tx *sql.Tx) error {
 		hs = hs[:0]
+		if err := db.writeAllPending(ctx, tx); err != nil { // claimed from their rows
+			return err
+		}
 		var dead []string
 		err := db.queryEach(ctx, tx, `SELECT DISTINCT h.replica FROM open_holds h
 WHERE h.replica <> '' AND h.replica <> ?

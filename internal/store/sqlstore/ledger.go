@@ -95,6 +95,7 @@ func parseWindows(s string) ([]window, error) {
 }
 
 // OpenHolds lists the holds not yet closed, oldest first.
+// Pending (lazy) holds are among them.
 func (db *DB) OpenHolds(ctx context.Context) ([]*store.Hold, error) {
 	rows, err := db.r.QueryContext(ctx, db.q(`SELECT `+holdColumns+` FROM open_holds ORDER BY created_at`))
 	if err != nil {
@@ -109,7 +110,14 @@ func (db *DB) OpenHolds(ctx context.Context) ([]*store.Hold, error) {
 		}
 		hs = append(hs, h)
 	}
-	return hs, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("open holds: %w", err)
+	}
+	if pending := db.pending.list(); len(pending) > 0 {
+		hs = append(hs, pending...)
+		slices.SortStableFunc(hs, func(a, b *store.Hold) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	}
+	return hs, nil
 }
 
 // holdColumns are the columns of open_holds that scanHold reads.
@@ -164,6 +172,13 @@ func encodeCheckpoints(batch []*store.Settlement) ([]checkpoint, error) {
 // the order settlements lock them in, so that a batch of checkpoints and one of settlements
 // never wait for each other in a cycle. A hold closed meanwhile keeps its settlement.
 func (db *DB) checkpointHolds(ctx context.Context, tx *sql.Tx, cps []checkpoint) error {
+	ids := make([]string, len(cps))
+	for i, c := range cps {
+		ids[i] = c.requestID
+	}
+	if err := db.writePending(ctx, tx, ids); err != nil { // a checkpoint is recovered from the row
+		return err
+	}
 	for _, c := range cps {
 		if _, err := db.txExec(ctx, tx, `UPDATE open_holds SET checkpoint = ? WHERE request_id = ?`, c.bill, c.requestID); err != nil {
 			return err
@@ -331,7 +346,7 @@ func (db *DB) Balance(ctx context.Context, accountID string) (*store.Balance, er
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("balance of %s: %w", accountID, err)
 	}
-	b.Credits, b.Held = money.Nanos(credits.Int64), money.Nanos(held.Int64)
+	b.Credits, b.Held = money.Nanos(credits.Int64), money.Nanos(held.Int64)+db.pending.account(buyerAccount(accountID))
 	sums := []struct {
 		query string
 		arg   string
