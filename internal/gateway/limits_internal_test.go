@@ -55,6 +55,9 @@ func limitRefusal(t *testing.T, err error) *api.Error {
 	}
 	var ae *api.Error
 	if !errors.As(err, &ae) || ae.Status != http.StatusTooManyRequests || ae.Code != api.CodeRateLimitExceeded {
+		if ae != nil && ae.Cause != nil {
+			t.Fatalf("admit: %v (%v); want a 429 rate_limit_exceeded", err, ae.Cause)
+		}
 		t.Fatalf("admit: %v; want a 429 rate_limit_exceeded", err)
 	}
 	return ae

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -333,7 +334,7 @@ func (s *sharedLimiter) update(sk *sharedKey, now time.Time, change func(st *sha
 		sk.n, sk.reserved = n, reserved
 		return err
 	}
-	for range casTries {
+	for try := range casTries {
 		sk.n, sk.reserved = n, reserved
 		readNow := !sk.fresh
 		if readNow {
@@ -378,7 +379,12 @@ func (s *sharedLimiter) update(sk *sharedKey, now time.Time, change func(st *sha
 			sk.st, sk.rev, sk.fresh = st, rev, true
 			return nil
 		case errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists):
-			sk.fresh = false // another replica wrote first
+			// Another replica wrote first. Wait a moment, at random and longer each time, before
+			// reading again: the replicas racing on the key then stop meeting in step, and a
+			// read (a direct get, which any of the stream's servers may answer) finds the
+			// followers caught up with the write that won.
+			sk.fresh = false
+			time.Sleep(mrand.N(time.Duration(1<<min(try, 5)) * time.Millisecond))
 		default:
 			sk.fresh = false
 			return fail(fmt.Errorf("write rate limits of %s: %w", sk.name, err))
