@@ -65,6 +65,13 @@ func (b *batcher[T]) queue(item T, done func(error)) {
 	b.in <- &waiting[T]{item: item, done: done}
 }
 
+// isClosed says whether close was called.
+func (b *batcher[T]) isClosed() bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.closed
+}
+
 // close commits what is queued and stops.
 func (b *batcher[T]) close() {
 	b.mu.Lock()

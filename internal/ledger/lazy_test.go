@@ -3,6 +3,9 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -225,4 +228,49 @@ func TestHold_LazyWrittenOpenWhenItOutlivesLazyFor(t *testing.T) {
 	if b, _ := f.other.Balance(ctx, f.buyer.AccountID); b.Held != 0 || b.Spent != bill.Cost() || len(openIDs(t, f.other)) != 0 {
 		t.Errorf("after the settlement %+v, open %v; want %d spent, nothing held or open", b, openIDs(t, f.other), bill.Cost())
 	}
+}
+
+// Lazy holds decided while settlements of others commit never overshoot: each request here is
+// billed its whole hold, so one hold too many would take the balance below zero. A
+// settlement's removal from the pending holds and its debit land together.
+func TestHold_LazyRacingSettlements(t *testing.T) {
+	f := setupLazy(t, money.USD)
+	f.db.SetCap(context.Background(), store.Cap{Scope: store.KeyScope(f.buyer.ID), Period: store.Daily, Limit: 7 * money.USD / 10})
+	ctx := context.Background()
+	const amt = money.USD / 100
+	var wg sync.WaitGroup
+	var placed atomic.Int64
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 150 {
+				id := fmt.Sprintf("g%d-%d", g, i)
+				err := f.l.Hold(ctx, id, f.buyer, amt)
+				if err != nil {
+					if _, ok := errors.AsType[*store.LimitError](err); !ok {
+						t.Error(err)
+					}
+					continue
+				}
+				placed.Add(1)
+				f.l.SettleLater(&ledger.Bill{Settlement: &store.Settlement{RequestID: id, Debit: amt, At: f.clock.Now(),
+					Parts: []store.Part{{NodeID: "n1", ProviderID: f.provider, Earned: amt}}}},
+					&store.Usage{RequestID: id, AccountID: f.buyer.AccountID, KeyID: f.buyer.ID, Outcome: store.OutcomeOK, CreatedAt: f.clock.Now()})
+			}
+		})
+	}
+	wg.Wait()
+	f.l.Close() // settles what is queued
+	b, err := f.db.Balance(ctx, f.buyer.AccountID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The cap of $0.70 stops it first: exactly 70 requests of $0.01.
+	if placed.Load() != 70 || b.Spent != 70*amt || b.Held != 0 || b.Credits != money.USD-70*amt {
+		t.Errorf("%d holds placed, balance %+v; want 70, $0.70 spent and nothing held", placed.Load(), b)
+	}
+	sp, _ := f.other.Spending(ctx, f.clock.Now(), store.KeyScope(f.buyer.ID))
+	if len(sp) != 1 || sp[0].Spent != 70*amt || sp[0].Held != 0 {
+		t.Errorf("key spending %+v; want exactly the cap spent", sp)
+	}
+	f.sumIsZero(t)
 }

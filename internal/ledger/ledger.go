@@ -195,14 +195,7 @@ func (l *Ledger) commit(ctx context.Context, ws []write) []error {
 	holdErrs, settleErrs, checkpointErr := l.cfg.Store.Commit(ctx, &w)
 	for j, err := range holdErrs {
 		errs[holds[j]] = err
-		switch {
-		case err == nil:
-			l.cfg.Metrics.HoldPlaced("placed")
-		case errors.As(err, new(*store.LimitError)):
-			l.cfg.Metrics.HoldPlaced("refused")
-		default:
-			l.cfg.Metrics.HoldPlaced("error")
-		}
+		l.holdPlaced(err)
 	}
 	for j, err := range settleErrs {
 		errs[settlements[j]] = err
@@ -304,13 +297,35 @@ func (l *Ledger) MaxCost(a Ask, b Bounds) money.Nanos {
 // Hold reserves the most a request can cost; it returns a *store.LimitError when the balance
 // or a spend cap does not allow it.
 func (l *Ledger) Hold(ctx context.Context, requestID string, key *store.Key, amount money.Nanos) error {
-	return l.holds.do(ctx, write{hold: &store.Hold{
+	h := &store.Hold{
 		RequestID: requestID, AccountID: key.AccountID, KeyID: key.ID, Amount: amount, CreatedAt: l.cfg.Now(),
 		Replica: l.cfg.Replica,
+	}
+	if l.lazy {
 		// Alone on its store, the ledger's Recover voids every open hold with no checkpoint:
-		// the store may keep the hold unwritten for LazyFor (writeLazy).
-		Lazy: l.lazy,
-	}})
+		// the store may keep the hold unwritten for LazyFor (writeLazy), and it decides it
+		// without a write transaction, so not in the queue, behind a commit.
+		if l.holds.isClosed() {
+			return errClosed
+		}
+		h.Lazy = true
+		err := l.cfg.Store.PlaceHold(ctx, h)
+		l.holdPlaced(err)
+		return err
+	}
+	return l.holds.do(ctx, write{hold: h})
+}
+
+// holdPlaced counts a hold placed, refused or failed.
+func (l *Ledger) holdPlaced(err error) {
+	switch {
+	case err == nil:
+		l.cfg.Metrics.HoldPlaced("placed")
+	case errors.As(err, new(*store.LimitError)):
+		l.cfg.Metrics.HoldPlaced("refused")
+	default:
+		l.cfg.Metrics.HoldPlaced("error")
+	}
 }
 
 // Raise raises a request's hold to amount, for a retry on a dearer node; it returns a

@@ -48,7 +48,8 @@ func (db *DB) SetCap(ctx context.Context, c store.Cap) error {
 	now := db.now()
 	var busy []string
 	for range capAttempts {
-		err := db.write(ctx, func(tx *sql.Tx) error {
+		// Deciding: no lazy hold is placed against the caps as they were while it counts.
+		err := db.writeTx(ctx, true, func(tx *sql.Tx) error {
 			var err error
 			busy, err = db.setCap(ctx, tx, c, now)
 			return err

@@ -64,8 +64,11 @@ type DB struct {
 	// ensured holds the ids of the ledger accounts known to exist, committed: a settlement
 	// skips the insert that would create them. Ledger accounts are never deleted.
 	ensured sync.Map
-	// pending are the lazy holds not written yet (SQLite only): pending.go.
-	pending pendingHolds
+	// pending are the lazy holds not written yet (SQLite only), and lazyMu orders the
+	// decisions on them against the commits: pending.go.
+	pending   pendingHolds
+	lazyMu    sync.Mutex
+	readStmts sync.Map // query → *sql.Stmt prepared on r, for placeLazy
 }
 
 // String names the database for logs, never with a password.
@@ -183,6 +186,10 @@ func (db *DB) Ping(ctx context.Context) error {
 // Close closes the database.
 func (db *DB) Close() error {
 	db.stmts.close()
+	db.readStmts.Range(func(_, st any) bool {
+		st.(*sql.Stmt).Close()
+		return true
+	})
 	var errs []error
 	if db.r != nil && db.r != db.w {
 		errs = append(errs, db.r.Close())
@@ -192,33 +199,58 @@ func (db *DB) Close() error {
 }
 
 // write runs fn in a write transaction and commits it if fn returns nil. On SQLite the
-// transaction is BEGIN IMMEDIATE and runs alone; on PostgreSQL it is READ COMMITTED and runs
-// beside others, so fn locks what it reads to change (see the package comment).
+// transaction is BEGIN IMMEDIATE and runs alone, and commits under lazyMu with its changes to
+// the pending holds (pending.go); on PostgreSQL it is READ COMMITTED and runs beside others, so
+// fn locks what it reads to change (see the package comment).
 func (db *DB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return db.writeTx(ctx, false, fn)
+}
+
+// writeTx is write; with deciding, a transaction that decides holds against the balance and
+// caps (placeHolds, RaiseHold) holds lazyMu from its start on SQLite, so that no lazy hold is
+// placed meanwhile.
+func (db *DB) writeTx(ctx context.Context, deciding bool, fn func(tx *sql.Tx) error) (err error) {
 	tx, err := db.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	err = fn(tx)
-	if err != nil {
-		tx.Rollback()
-	} else {
-		err = tx.Commit()
-	}
 	if db.dialect == sqliteDialect {
-		db.pending.end(err == nil)
-		db.stmts.prepare(ctx, db.w) // the writer connection is free again
+		locked := deciding
+		if locked {
+			db.lazyMu.Lock()
+		}
+		returned := false // not when fn panics: then it rolls back
+		defer func() {
+			if !locked {
+				db.lazyMu.Lock()
+			}
+			if returned && err == nil {
+				err = tx.Commit()
+			} else {
+				tx.Rollback()
+			}
+			db.pending.end(returned && err == nil)
+			db.lazyMu.Unlock()
+			db.stmts.prepare(ctx, db.w) // the writer connection is free again
+		}()
+		err = fn(tx)
+		returned = true
+		return err
 	}
-	return err
+	if err = fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
 
 // writeRetrying is write for a transaction that may lose to another in a deadlock, or a
 // serialization failure, on PostgreSQL: it is run again, up to three times in all. fn must
-// leave nothing behind that a second run would add to.
-func (db *DB) writeRetrying(ctx context.Context, fn func(tx *sql.Tx) error) error {
+// leave nothing behind that a second run would add to. deciding is writeTx's.
+func (db *DB) writeRetrying(ctx context.Context, deciding bool, fn func(tx *sql.Tx) error) error {
 	var err error
 	for range 3 {
-		if err = db.write(ctx, fn); !retryable(err) {
+		if err = db.writeTx(ctx, deciding, fn); !retryable(err) {
 			return err
 		}
 	}

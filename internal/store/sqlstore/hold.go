@@ -57,20 +57,33 @@ func (db *DB) Commit(ctx context.Context, w *store.Writes) (holds, settlements [
 		checkpoints = fmt.Errorf("checkpoint %d requests: %w", len(w.Checkpoints), err)
 		cps = nil
 	}
+	// Lazy holds are placed without a write transaction (placeLazy), before it; the others in
+	// it, where written lists them and at says their places in w.Holds.
+	var written []*store.Hold
+	var at []int
+	for i, h := range w.Holds {
+		if h.Lazy && db.dialect == sqliteDialect {
+			holds[i] = db.placeLazy(ctx, h)
+		} else {
+			written = append(written, h)
+			at = append(at, i)
+		}
+	}
 	var lazy []string
 	if !w.WriteLazy.IsZero() {
 		lazy = db.pending.before(w.WriteLazy)
 	}
-	if len(w.Holds) == 0 && len(w.Settlements) == 0 && len(cps) == 0 && len(lazy) == 0 {
+	if len(written) == 0 && len(w.Settlements) == 0 && len(cps) == 0 && len(lazy) == 0 {
 		return holds, settlements, checkpoints
 	}
+	writtenErrs := make([]error, len(written))
 	var made []string // ledger accounts the settlements created
-	err = db.writeRetrying(ctx, func(tx *sql.Tx) error {
-		clear(holds)
+	err = db.writeRetrying(ctx, len(written) > 0, func(tx *sql.Tx) error {
+		clear(writtenErrs)
 		clear(settlements)
 		made = made[:0]
-		if len(w.Holds) > 0 {
-			if err := db.placeHolds(ctx, tx, w.Holds, holds); err != nil {
+		if len(written) > 0 {
+			if err := db.placeHolds(ctx, tx, written, writtenErrs); err != nil {
 				return err
 			}
 		}
@@ -85,16 +98,19 @@ func (db *DB) Commit(ctx context.Context, w *store.Writes) (holds, settlements [
 		return db.writePending(ctx, tx, lazy)
 	})
 	if err != nil {
-		for i := range holds {
+		for _, i := range at {
 			holds[i] = fmt.Errorf("place holds: %w", err)
 		}
 		for i := range settlements {
 			settlements[i] = fmt.Errorf("settle: %w", err)
 		}
-		if len(cps) > 0 {
+		if len(cps) > 0 || len(lazy) > 0 {
 			checkpoints = fmt.Errorf("checkpoint %d requests: %w", len(w.Checkpoints), err)
 		}
 		return holds, settlements, checkpoints
+	}
+	for j, i := range at {
+		holds[i] = writtenErrs[j]
 	}
 	for _, acct := range made {
 		db.ensured.Store(acct, true)
@@ -121,7 +137,7 @@ func (db *DB) placeHolds(ctx context.Context, tx *sql.Tx, hs []*store.Hold, errs
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		buyers[id].balance, buyers[id].held = money.Nanos(balance), money.Nanos(held)+db.pending.account(id)
+		buyers[id].balance, buyers[id].held = money.Nanos(balance), money.Nanos(held)+db.pending.accountTx(id)
 	}
 
 	// The caps of every key and account in the batch.
@@ -193,8 +209,7 @@ func (db *DB) placeHolds(ctx context.Context, tx *sql.Tx, hs []*store.Hold, errs
 		h := hs[i]
 		rows[j] = []any{h.RequestID, h.AccountID, h.KeyID, int64(h.Amount), formatWindows(held[i]), millis(h.CreatedAt), h.Replica}
 	}
-	lazy := func(j int) bool { return hs[accepted[j]].Lazy }
-	inserted, err := db.insertHolds(ctx, tx, rows, lazy)
+	inserted, err := db.insertHolds(ctx, tx, rows)
 	if err != nil {
 		return err
 	}
@@ -202,16 +217,11 @@ func (db *DB) placeHolds(ctx context.Context, tx *sql.Tx, hs []*store.Hold, errs
 	windowDelta := map[window]money.Nanos{}
 	for _, i := range accepted {
 		h := hs[i]
-		written, ok := inserted[h.RequestID]
-		if !ok {
+		if !inserted[h.RequestID] {
 			errs[i] = fmt.Errorf("hold for request %s: %w", h.RequestID, store.ErrConflict)
 			continue
 		}
 		delete(inserted, h.RequestID) // a second hold of the request in the batch conflicts
-		if !written {
-			db.pending.add(h, held[i])
-			continue
-		}
 		heldDelta[buyerAccount(h.AccountID)] += h.Amount
 		for _, w := range held[i] {
 			windowDelta[w] += h.Amount
@@ -243,11 +253,10 @@ ON CONFLICT (scope, period, window_start) DO UPDATE SET held = spend_windows.hel
 // rows.
 const openHoldsInsert = `INSERT INTO open_holds (request_id, account_id, key_id, amount, windows, created_at, replica)`
 
-// insertHolds inserts new holds' rows into open_holds and returns the request ids it placed,
-// each true when its row was written and false when it is to be kept pending instead (lazy(i)
-// for rows[i], on SQLite): a request held already, open, pending or closed, is left as it
-// was, and out of the result, and so is a second row of one request.
-func (db *DB) insertHolds(ctx context.Context, tx *sql.Tx, rows [][]any, lazy func(i int) bool) (map[string]bool, error) {
+// insertHolds inserts new holds' rows into open_holds and returns the request ids it inserted:
+// a request held already, open, pending or closed, is left as it was, and out of the result,
+// and so is a second row of one request.
+func (db *DB) insertHolds(ctx context.Context, tx *sql.Tx, rows [][]any) (map[string]bool, error) {
 	ids := make([]string, len(rows))
 	for i, r := range rows {
 		ids[i] = r[0].(string)
@@ -261,14 +270,10 @@ func (db *DB) insertHolds(ctx context.Context, tx *sql.Tx, rows [][]any, lazy fu
 			return nil, err
 		}
 		fresh := make([][]any, 0, len(rows))
-		for i, r := range rows {
-			id := r[0].(string)
-			if held[id] || db.pending.get(id) != nil {
-				continue
-			}
-			held[id] = true
-			inserted[id] = !lazy(i)
-			if inserted[id] {
+		for _, r := range rows {
+			if id := r[0].(string); !held[id] && !db.pending.has(id) {
+				held[id] = true
+				inserted[id] = true
 				fresh = append(fresh, r)
 			}
 		}
@@ -346,7 +351,7 @@ func (db *DB) windowFunds(ctx context.Context, tx *sql.Tx, spend map[window]*fun
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, err
 	}
-	f := &funds{balance: money.Nanos(spent), held: money.Nanos(held) + db.pending.window(w)}
+	f := &funds{balance: money.Nanos(spent), held: money.Nanos(held) + db.pending.windowTx(w)}
 	spend[w] = f
 	return f, nil
 }
@@ -402,7 +407,7 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 		if holds[id] != nil || (len(missing) > 0 && missing[len(missing)-1] == id) {
 			continue
 		}
-		if ph := db.pending.get(id); ph != nil {
+		if ph := db.pending.getTx(id); ph != nil {
 			h := &ph.hold
 			holds[id] = &openHold{accountID: h.AccountID, keyID: h.KeyID, windows: formatWindows(ph.windows), replica: h.Replica,
 				amount: h.Amount, createdAt: millis(h.CreatedAt), pending: true}
@@ -609,7 +614,7 @@ func mergeKeys(a, b map[string]money.Nanos) map[string]bool {
 // windows the hold counts in, in one transaction: as a card's incremental authorization, for a
 // request whose retry goes to a dearer node. A hold already as large is left alone.
 func (db *DB) RaiseHold(ctx context.Context, requestID string, amount money.Nanos) error {
-	err := db.writeRetrying(ctx, func(tx *sql.Tx) error {
+	err := db.writeRetrying(ctx, true, func(tx *sql.Tx) error {
 		if err := db.writePending(ctx, tx, []string{requestID}); err != nil {
 			return err
 		}
@@ -639,7 +644,7 @@ func (db *DB) RaiseHold(ctx context.Context, requestID string, amount money.Nano
 		if err := db.txQueryRow(ctx, tx, `SELECT balance, held FROM ledger_accounts WHERE id = ?`+db.forUpdate(), buyer).Scan(&balance, &held); err != nil {
 			return err
 		}
-		if avail := money.Nanos(balance-held) - db.pending.account(buyer); avail < delta {
+		if avail := money.Nanos(balance-held) - db.pending.accountTx(buyer); avail < delta {
 			return &store.LimitError{Available: max(avail, 0), Need: delta}
 		}
 		ws, err := parseWindows(windows)

@@ -52,7 +52,7 @@ func (db *DB) ReleaseLease(ctx context.Context, replica string) error {
 // lease, so the orders never cross.
 func (db *DB) ClaimHolds(ctx context.Context, replica string, now time.Time, own bool) ([]*store.Hold, error) {
 	var hs []*store.Hold
-	err := db.writeRetrying(ctx, func(tx *sql.Tx) error {
+	err := db.writeRetrying(ctx, false, func(tx *sql.Tx) error {
 		hs = hs[:0]
 		if err := db.writeAllPending(ctx, tx); err != nil { // claimed from their rows
 			return err

@@ -3,6 +3,8 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -11,17 +13,23 @@ import (
 	"github.com/shareai/shareai/internal/store"
 )
 
-// Lazy holds (store.Hold.Lazy), on SQLite. A hold is checked in its batch's write transaction
-// as any other, against the balance and the caps less what the open holds and these pending
-// ones hold, but it is kept here rather than written: most requests end within a second, and
-// their settlement then writes the hold closed in its own transaction, so a request costs one
-// commit instead of two, and none before its first token. A hold is written open when its
-// request is checkpointed (streams that run for long), raised, or when a cap is set or holds
-// are claimed, each of which reads the open holds from the database; the reads of Balance,
-// Spending and OpenHolds add the pending ones.
+// Lazy holds (store.Hold.Lazy), on SQLite. Most requests end within a second, and a hold
+// written open and deleted by its settlement a moment later costs the request a second
+// commit, on its path to the first token. A lazy hold is kept in memory instead: placeLazy
+// checks it against the balance and the caps less what the open holds and the pending ones
+// hold, in three reads on the readers' pool and no write transaction, and its settlement
+// writes it closed, in one transaction with the money. It is written open when its request is
+// checkpointed (a stream that runs for long), raised, or outlives the ledger's LazyFor
+// (Writes.WriteLazy), and before SetCap and ClaimHolds, which read the open holds' rows;
+// Balance, Spending and OpenHolds add the pending ones.
 //
-// Every change here is made inside a write transaction, which on SQLite runs alone, and is
-// undone if the transaction does not commit (end).
+// Exactness. db.lazyMu orders the decisions against the commits: placeLazy decides and adds
+// under it, and every write transaction commits under it, together with its changes to the
+// pending set, which it stages (take) until then. So a decision sees the database and the
+// pending set as of one point between commits: a hold being settled still counts in full,
+// and its debit not yet, which errs on the side of refusing (a debit never exceeds its hold).
+// A write transaction that decides holds itself (placeHolds, RaiseHold) holds db.lazyMu from
+// its start. The lock order is the writer connection, then db.lazyMu.
 
 // pendingHolds are the lazy holds of this process that are not written yet.
 type pendingHolds struct {
@@ -29,7 +37,9 @@ type pendingHolds struct {
 	holds    map[string]*pendingHold // by request id
 	accounts map[string]money.Nanos  // a buyer's ledger account → what its pending holds hold
 	windows  map[window]money.Nanos  // a spend window → what its pending holds hold
-	undo     []func()                // the running transaction's changes, last first when undone
+	// taken are the holds the running write transaction settles or writes: still pending
+	// for the others until it commits (end), gone for the transaction itself.
+	taken map[string]*pendingHold
 }
 
 type pendingHold struct {
@@ -37,7 +47,7 @@ type pendingHold struct {
 	windows []window
 }
 
-// add keeps a hold placed in the running transaction.
+// add keeps a hold; by db.lazyMu.
 func (p *pendingHolds) add(h *store.Hold, ws []window) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -47,20 +57,35 @@ func (p *pendingHolds) add(h *store.Hold, ws []window) {
 	ph := &pendingHold{hold: *h, windows: ws}
 	ph.hold.Lazy = false
 	p.put(ph, 1)
-	p.undo = append(p.undo, func() { p.put(ph, -1) })
 }
 
-// take removes a hold that the running transaction settles or writes, and returns it; nil when
-// the request has no pending hold.
+// take stages the removal of a hold that the running write transaction settles or writes, and
+// returns it; nil when the request has no pending hold, or the transaction took it already.
 func (p *pendingHolds) take(requestID string) *pendingHold {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ph := p.holds[requestID]
-	if ph != nil {
-		p.put(ph, -1)
-		p.undo = append(p.undo, func() { p.put(ph, 1) })
+	if ph == nil || p.taken[requestID] != nil {
+		return nil
 	}
+	if p.taken == nil {
+		p.taken = map[string]*pendingHold{}
+	}
+	p.taken[requestID] = ph
 	return ph
+}
+
+// end ends the running write transaction: the holds it took are gone if it committed, still
+// pending if not. By db.lazyMu.
+func (p *pendingHolds) end(committed bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if committed {
+		for _, ph := range p.taken {
+			p.put(ph, -1)
+		}
+	}
+	clear(p.taken)
 }
 
 // put adds (sign 1) or removes (-1) a hold and its amounts; by p.mu.
@@ -83,38 +108,64 @@ func (p *pendingHolds) put(ph *pendingHold, sign money.Nanos) {
 	}
 }
 
-// end ends the running transaction's changes: kept when it committed, undone when not.
-func (p *pendingHolds) end(committed bool) {
+// The views. Outside a write transaction (placeLazy, Balance, Spending, OpenHolds) the
+// pending holds are those committed; inside one (the Tx views), less those it took.
+
+// has says whether a request has a pending hold, taken or not.
+func (p *pendingHolds) has(requestID string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !committed {
-		for _, f := range slices.Backward(p.undo) {
-			f()
-		}
-	}
-	clear(p.undo)
-	p.undo = p.undo[:0]
+	return p.holds[requestID] != nil
 }
 
-// get returns a request's pending hold, or nil.
-func (p *pendingHolds) get(requestID string) *pendingHold {
+// getTx returns a request's pending hold as the running transaction sees it, or nil.
+func (p *pendingHolds) getTx(requestID string) *pendingHold {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.taken[requestID] != nil {
+		return nil
+	}
 	return p.holds[requestID]
 }
 
-// account returns what a buyer's pending holds hold.
+// account returns what a buyer's pending holds hold; accountTx, as the running transaction
+// sees them.
 func (p *pendingHolds) account(ledgerAccount string) money.Nanos {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.accounts[ledgerAccount]
 }
 
-// window returns what the pending holds that count in a spend window hold.
+func (p *pendingHolds) accountTx(ledgerAccount string) money.Nanos {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.accounts[ledgerAccount]
+	for _, ph := range p.taken {
+		if buyerAccount(ph.hold.AccountID) == ledgerAccount {
+			n -= ph.hold.Amount
+		}
+	}
+	return n
+}
+
+// window returns what the pending holds that count in a spend window hold; windowTx, as the
+// running transaction sees them.
 func (p *pendingHolds) window(w window) money.Nanos {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.windows[w]
+}
+
+func (p *pendingHolds) windowTx(w window) money.Nanos {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.windows[w]
+	for _, ph := range p.taken {
+		if slices.Contains(ph.windows, w) {
+			n -= ph.hold.Amount
+		}
+	}
+	return n
 }
 
 // list returns the pending holds, as copies.
@@ -129,31 +180,136 @@ func (p *pendingHolds) list() []*store.Hold {
 	return hs
 }
 
-// ids returns the request ids of the pending holds, sorted.
-func (p *pendingHolds) ids() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Sorted(func(yield func(string) bool) {
-		for id := range p.holds {
-			if !yield(id) {
-				return
-			}
-		}
-	})
-}
-
-// before returns the request ids of the pending holds placed before t, sorted.
+// before returns the request ids of the pending holds placed before t, sorted; the zero time:
+// all of them.
 func (p *pendingHolds) before(t time.Time) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var ids []string
 	for id, ph := range p.holds {
-		if ph.hold.CreatedAt.Before(t) {
+		if t.IsZero() || ph.hold.CreatedAt.Before(t) {
 			ids = append(ids, id)
 		}
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// Reads of placeLazy, on the readers' pool, prepared once.
+const (
+	lazyBalance = `SELECT balance, held FROM ledger_accounts WHERE id = ?`
+	// A scope's caps with their windows' spending: the window of each period starts at one of
+	// the three times given.
+	lazyCaps = `SELECT c.scope, c.period, c.limit_nanos, COALESCE(w.spent, 0), COALESCE(w.held, 0)
+FROM spend_caps c LEFT JOIN spend_windows w ON w.scope = c.scope AND w.period = c.period
+	AND w.window_start = CASE c.period WHEN 'daily' THEN ? WHEN 'weekly' THEN ? ELSE ? END
+WHERE c.scope IN (?, ?)`
+	lazyHeld = `SELECT 1 FROM open_holds WHERE request_id = ? UNION ALL SELECT 1 FROM holds WHERE request_id = ?`
+)
+
+// placeLazy places a lazy hold: checked against the balance and the caps less the open and
+// pending holds, then kept pending. It returns a *store.LimitError as placeHolds does, and
+// store.ErrConflict for a request held already.
+func (db *DB) placeLazy(ctx context.Context, h *store.Hold) error {
+	db.lazyMu.Lock()
+	defer db.lazyMu.Unlock()
+	buyer := buyerAccount(h.AccountID)
+	stBalance, err := db.readStmt(ctx, lazyBalance)
+	if err != nil {
+		return err
+	}
+	stCaps, err := db.readStmt(ctx, lazyCaps)
+	if err != nil {
+		return err
+	}
+	stHeld, err := db.readStmt(ctx, lazyHeld)
+	if err != nil {
+		return err
+	}
+	var balance, held int64
+	err = stBalance.QueryRowContext(ctx, buyer).Scan(&balance, &held)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	if avail := money.Nanos(balance-held) - db.pending.account(buyer); avail < h.Amount {
+		return &store.LimitError{Available: max(avail, 0), Need: h.Amount}
+	}
+
+	type capFunds struct {
+		c           store.Cap
+		spent, held money.Nanos
+	}
+	var caps []capFunds
+	key, account := store.KeyScope(h.KeyID), store.AccountScope(h.AccountID)
+	rows, err := stCaps.QueryContext(ctx,
+		millis(store.WindowStart(store.Daily, h.CreatedAt)), millis(store.WindowStart(store.Weekly, h.CreatedAt)),
+		millis(store.WindowStart(store.Monthly, h.CreatedAt)), key, account)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var cf capFunds
+		var limit, spent, held int64
+		if err := rows.Scan(&cf.c.Scope, &cf.c.Period, &limit, &spent, &held); err != nil {
+			rows.Close()
+			return err
+		}
+		cf.c.Limit, cf.spent, cf.held = money.Nanos(limit), money.Nanos(spent), money.Nanos(held)
+		caps = append(caps, cf)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	// The key's caps before the account's, as placeHolds checks them.
+	slices.SortStableFunc(caps, func(a, b capFunds) int {
+		if (a.c.Scope == key) != (b.c.Scope == key) {
+			if a.c.Scope == key {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	})
+	var ws []window
+	for _, cf := range caps {
+		w := window{cf.c.Scope, cf.c.Period, millis(store.WindowStart(cf.c.Period, h.CreatedAt))}
+		if left := cf.c.Limit - cf.spent - cf.held - db.pending.window(w); left < h.Amount {
+			c := cf.c
+			return &store.LimitError{Cap: &c, Available: max(left, 0), Need: h.Amount, ResetsAt: store.WindowEnd(c.Period, h.CreatedAt)}
+		}
+		ws = append(ws, w)
+	}
+
+	conflict := fmt.Errorf("hold for request %s: %w", h.RequestID, store.ErrConflict)
+	if db.pending.has(h.RequestID) {
+		return conflict
+	}
+	var one int
+	switch err := stHeld.QueryRowContext(ctx, h.RequestID, h.RequestID).Scan(&one); {
+	case err == nil:
+		return conflict
+	case !errors.Is(err, sql.ErrNoRows):
+		return err
+	}
+	db.pending.add(h, ws)
+	return nil
+}
+
+// readStmt returns query prepared on the readers' pool.
+func (db *DB) readStmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := db.readStmts.Load(query); ok {
+		return st.(*sql.Stmt), nil
+	}
+	st, err := db.r.PrepareContext(ctx, db.q(query))
+	if err != nil {
+		return nil, err
+	}
+	if prev, loaded := db.readStmts.LoadOrStore(query, st); loaded {
+		st.Close()
+		return prev.(*sql.Stmt), nil
+	}
+	return st, nil
 }
 
 // writePending writes the pending holds of the requests open, in tx, as placeHolds writes a
@@ -186,7 +342,7 @@ func (db *DB) writePending(ctx context.Context, tx *sql.Tx, requestIDs []string)
 // writeAllPending writes every pending hold open, in tx: for what reads the open holds from the
 // database.
 func (db *DB) writeAllPending(ctx context.Context, tx *sql.Tx) error {
-	return db.writePending(ctx, tx, db.pending.ids())
+	return db.writePending(ctx, tx, db.pending.before(time.Time{}))
 }
 
 // pendingWindows adds to the windows of the pending holds about to settle those of the caps

@@ -12,35 +12,44 @@ import (
 	"github.com/shareai/shareai/internal/store/sqlstore/internal/testdsn"
 )
 
-// A write transaction that does not commit leaves the pending holds as they were before it:
-// a hold it kept is gone, one it took (settled or wrote) is back.
-func TestPendingHolds_UndoneWithTheirTransaction(t *testing.T) {
+// A hold a write transaction takes (settles, or writes open) stays pending for everyone else
+// until the transaction commits, is gone for the transaction itself at once, and is pending
+// again if the transaction does not commit.
+func TestPendingHolds_TakenWithTheirTransaction(t *testing.T) {
 	db, _ := openTestDB(t, testdsn.SQLite)
 	ctx := context.Background()
 	w := window{"key:k", store.Daily, 0}
+	acct := buyerAccount("acct")
 	h := &store.Hold{RequestID: "r1", AccountID: "acct", KeyID: "k", Amount: 5 * money.USD, CreatedAt: time.Now(), Lazy: true}
+	db.pending.add(h, []window{w})
 	failed := errors.New("failed")
-	err := db.write(ctx, func(*sql.Tx) error {
-		db.pending.add(h, []window{w})
-		return failed
-	})
-	if !errors.Is(err, failed) || db.pending.get("r1") != nil || db.pending.account(buyerAccount("acct")) != 0 || db.pending.window(w) != 0 {
-		t.Fatalf("after a rolled back add: %v, pending %v; want nothing pending", err, db.pending.list())
-	}
-	if err := db.write(ctx, func(*sql.Tx) error { db.pending.add(h, []window{w}); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	err = db.write(ctx, func(*sql.Tx) error {
-		if db.pending.take("r1") == nil {
-			t.Error("take found no pending hold")
+	for _, commit := range []bool{false, true} {
+		err := db.write(ctx, func(*sql.Tx) error {
+			if db.pending.take("r1") == nil || db.pending.take("r1") != nil {
+				t.Error("take: want the hold once")
+			}
+			if db.pending.getTx("r1") != nil || db.pending.accountTx(acct) != 0 || db.pending.windowTx(w) != 0 {
+				t.Error("the transaction that took the hold still sees it")
+			}
+			if !db.pending.has("r1") || db.pending.account(acct) != h.Amount || db.pending.window(w) != h.Amount {
+				t.Error("the hold taken is gone for others before the transaction commits")
+			}
+			if commit {
+				return nil
+			}
+			return failed
+		})
+		pending := db.pending.has("r1") && db.pending.account(acct) == h.Amount && db.pending.window(w) == h.Amount
+		switch {
+		case !commit && (!errors.Is(err, failed) || !pending):
+			t.Errorf("after a rolled back take: %v, pending %v; want r1 back with its amounts", err, db.pending.list())
+		case commit && (err != nil || db.pending.has("r1") || db.pending.account(acct) != 0 || db.pending.window(w) != 0):
+			t.Errorf("after a committed take: %v, pending %v; want nothing", err, db.pending.list())
 		}
-		return failed
-	})
-	if !errors.Is(err, failed) || db.pending.get("r1") == nil || db.pending.account(buyerAccount("acct")) != h.Amount || db.pending.window(w) != h.Amount {
-		t.Errorf("after a rolled back take: pending %v, held %d in the account and %d in the window; want r1 back with %d",
-			db.pending.list(), db.pending.account(buyerAccount("acct")), db.pending.window(w), h.Amount)
-	}
-	if hs := db.pending.list(); len(hs) != 1 || hs[0].Lazy {
-		t.Errorf("listed %+v; want r1, as a hold that is no longer to be placed", hs)
+		if !commit {
+			if hs := db.pending.list(); len(hs) != 1 || hs[0].Lazy {
+				t.Errorf("listed %+v; want r1, as a hold that is no longer to be placed", hs)
+			}
+		}
 	}
 }
