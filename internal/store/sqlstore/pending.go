@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -195,71 +194,73 @@ func (p *pendingHolds) before(t time.Time) []string {
 	return ids
 }
 
-// Reads of placeLazy, on the readers' pool, prepared once.
-const (
-	lazyBalance = `SELECT balance, held FROM ledger_accounts WHERE id = ?`
-	// A scope's caps with their windows' spending: the window of each period starts at one of
-	// the three times given.
-	lazyCaps = `SELECT c.scope, c.period, c.limit_nanos, COALESCE(w.spent, 0), COALESCE(w.held, 0)
+// lazyRead is what placeLazy reads, in one statement on the readers' pool, prepared once: a
+// row of kind 0 with the buyer's balance and held amount, unless it has no ledger account
+// yet; a row of kind 1 for each cap of the key's and the account's scopes (?4, ?5), with its
+// current window's spending (the window of each period starts at one of ?1, ?2, ?3); a row of
+// kind 2 if the request is held already, open or closed.
+const lazyRead = `SELECT 0, '', '', balance, 0, held FROM ledger_accounts WHERE id = ?6
+UNION ALL
+SELECT 1, c.scope, c.period, c.limit_nanos, COALESCE(w.spent, 0), COALESCE(w.held, 0)
 FROM spend_caps c LEFT JOIN spend_windows w ON w.scope = c.scope AND w.period = c.period
-	AND w.window_start = CASE c.period WHEN 'daily' THEN ? WHEN 'weekly' THEN ? ELSE ? END
-WHERE c.scope IN (?, ?)`
-	lazyHeld = `SELECT 1 FROM open_holds WHERE request_id = ? UNION ALL SELECT 1 FROM holds WHERE request_id = ?`
-)
+	AND w.window_start = CASE c.period WHEN 'daily' THEN ?1 WHEN 'weekly' THEN ?2 ELSE ?3 END
+WHERE c.scope IN (?4, ?5)
+UNION ALL
+SELECT 2, '', '', 0, 0, 0 FROM open_holds WHERE request_id = ?7
+UNION ALL
+SELECT 2, '', '', 0, 0, 0 FROM holds WHERE request_id = ?7`
 
 // placeLazy places a lazy hold: checked against the balance and the caps less the open and
 // pending holds, then kept pending. It returns a *store.LimitError as placeHolds does, and
 // store.ErrConflict for a request held already.
 func (db *DB) placeLazy(ctx context.Context, h *store.Hold) error {
-	db.lazyMu.Lock()
-	defer db.lazyMu.Unlock()
-	buyer := buyerAccount(h.AccountID)
-	stBalance, err := db.readStmt(ctx, lazyBalance)
+	st, err := db.readStmt(ctx, lazyRead)
 	if err != nil {
 		return err
 	}
-	stCaps, err := db.readStmt(ctx, lazyCaps)
-	if err != nil {
-		return err
-	}
-	stHeld, err := db.readStmt(ctx, lazyHeld)
-	if err != nil {
-		return err
-	}
-	var balance, held int64
-	err = stBalance.QueryRowContext(ctx, buyer).Scan(&balance, &held)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return err
-	}
-	if avail := money.Nanos(balance-held) - db.pending.account(buyer); avail < h.Amount {
-		return &store.LimitError{Available: max(avail, 0), Need: h.Amount}
-	}
-
 	type capFunds struct {
 		c           store.Cap
 		spent, held money.Nanos
 	}
-	var caps []capFunds
+	var (
+		balance, held money.Nanos
+		caps          []capFunds
+		conflict      bool
+	)
+	buyer := buyerAccount(h.AccountID)
 	key, account := store.KeyScope(h.KeyID), store.AccountScope(h.AccountID)
-	rows, err := stCaps.QueryContext(ctx,
-		millis(store.WindowStart(store.Daily, h.CreatedAt)), millis(store.WindowStart(store.Weekly, h.CreatedAt)),
-		millis(store.WindowStart(store.Monthly, h.CreatedAt)), key, account)
+	db.lazyMu.Lock()
+	defer db.lazyMu.Unlock()
+	rows, err := st.QueryContext(ctx, millis(store.WindowStart(store.Daily, h.CreatedAt)), millis(store.WindowStart(store.Weekly, h.CreatedAt)),
+		millis(store.WindowStart(store.Monthly, h.CreatedAt)), key, account, buyer, h.RequestID)
 	if err != nil {
 		return err
 	}
 	for rows.Next() {
+		var kind int
 		var cf capFunds
-		var limit, spent, held int64
-		if err := rows.Scan(&cf.c.Scope, &cf.c.Period, &limit, &spent, &held); err != nil {
+		var a, b, c int64
+		if err := rows.Scan(&kind, &cf.c.Scope, &cf.c.Period, &a, &b, &c); err != nil {
 			rows.Close()
 			return err
 		}
-		cf.c.Limit, cf.spent, cf.held = money.Nanos(limit), money.Nanos(spent), money.Nanos(held)
-		caps = append(caps, cf)
+		switch kind {
+		case 0:
+			balance, held = money.Nanos(a), money.Nanos(c)
+		case 1:
+			cf.c.Limit, cf.spent, cf.held = money.Nanos(a), money.Nanos(b), money.Nanos(c)
+			caps = append(caps, cf)
+		default:
+			conflict = true
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return err
+	}
+
+	if avail := balance - held - db.pending.account(buyer); avail < h.Amount {
+		return &store.LimitError{Available: max(avail, 0), Need: h.Amount}
 	}
 	// The key's caps before the account's, as placeHolds checks them.
 	slices.SortStableFunc(caps, func(a, b capFunds) int {
@@ -280,17 +281,8 @@ func (db *DB) placeLazy(ctx context.Context, h *store.Hold) error {
 		}
 		ws = append(ws, w)
 	}
-
-	conflict := fmt.Errorf("hold for request %s: %w", h.RequestID, store.ErrConflict)
-	if db.pending.has(h.RequestID) {
-		return conflict
-	}
-	var one int
-	switch err := stHeld.QueryRowContext(ctx, h.RequestID, h.RequestID).Scan(&one); {
-	case err == nil:
-		return conflict
-	case !errors.Is(err, sql.ErrNoRows):
-		return err
+	if conflict || db.pending.has(h.RequestID) {
+		return fmt.Errorf("hold for request %s: %w", h.RequestID, store.ErrConflict)
 	}
 	db.pending.add(h, ws)
 	return nil
