@@ -184,8 +184,14 @@ func TestHold_LazyCaps(t *testing.T) {
 		t.Errorf("key spending %+v; want both holds held, %d", sp, 2*amt)
 	}
 	account := store.AccountScope(f.buyer.AccountID)
-	if err := f.other.SetCap(ctx, store.Cap{Scope: account, Period: store.Monthly, Limit: money.USD}); err != nil {
+	if err := f.other.SetCap(ctx, store.Cap{Scope: account, Period: store.Monthly, Limit: 45 * money.USD / 100}); err != nil {
 		t.Fatal(err)
+	}
+	// The cap set elsewhere counted "here" (written) and not "elsewhere" (pending), but this
+	// process counts both against it: $0.25 is left, not $0.35 (the key's cap leaves $0.30).
+	err = f.l.Hold(ctx, "over", f.buyer, 3*money.USD/10)
+	if le, ok := errors.AsType[*store.LimitError](err); !ok || le.Cap == nil || le.Cap.Scope != account || le.Available != 25*money.USD/100 {
+		t.Errorf("a hold of $0.30 under the cap set elsewhere: %v; want the account's cap refusing it with $0.25 left", err)
 	}
 	bill, u := f.bill("elsewhere", 200)
 	if err := f.l.Settle(ctx, bill, u); err != nil {
@@ -206,10 +212,18 @@ func TestHold_LazyCaps(t *testing.T) {
 func TestHold_LazyWrittenOpenWhenItOutlivesLazyFor(t *testing.T) {
 	f := setupLazy(t, money.USD)
 	ctx := context.Background()
-	l := ledger.New(ledger.Config{Store: f.db, FeeBasisPoints: 500, SettlementDelay: time.Hour, LazyFor: 20 * time.Millisecond})
+	l := ledger.New(ledger.Config{Store: f.db, FeeBasisPoints: 500, SettlementDelay: time.Hour, LazyFor: 300 * time.Millisecond})
 	defer l.Close()
 	if err := l.Hold(ctx, "long", f.buyer, money.USD/10); err != nil {
 		t.Fatal(err)
+	}
+	// A cap set elsewhere while it is pending: written, the hold counts in its window.
+	daily := store.Cap{Scope: store.KeyScope(f.buyer.ID), Period: store.Daily, Limit: money.USD}
+	if err := f.other.SetCap(ctx, daily); err != nil {
+		t.Fatal(err)
+	}
+	if len(openIDs(t, f.other)) != 0 {
+		t.Fatal("the hold was written before LazyFor")
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for len(openIDs(t, f.other)) == 0 {
@@ -221,12 +235,18 @@ func TestHold_LazyWrittenOpenWhenItOutlivesLazyFor(t *testing.T) {
 	if got := held(t, f.other, f.buyer.AccountID); got != money.USD/10 {
 		t.Errorf("the file's buyer holds %d; want the written hold's %d", got, money.USD/10)
 	}
+	if sp, _ := f.other.Spending(ctx, f.clock.Now(), daily.Scope); len(sp) != 1 || sp[0].Held != money.USD/10 {
+		t.Errorf("the cap set elsewhere: %+v; want the written hold's %d held in its window", sp, money.USD/10)
+	}
 	bill, u := f.bill("long", 100)
 	if err := l.Settle(ctx, bill, u); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := f.other.Balance(ctx, f.buyer.AccountID); b.Held != 0 || b.Spent != bill.Cost() || len(openIDs(t, f.other)) != 0 {
 		t.Errorf("after the settlement %+v, open %v; want %d spent, nothing held or open", b, openIDs(t, f.other), bill.Cost())
+	}
+	if sp, _ := f.other.Spending(ctx, f.clock.Now(), daily.Scope); sp[0].Held != 0 || sp[0].Spent != bill.Cost() {
+		t.Errorf("the cap set elsewhere after the settlement: %+v; want %d spent, nothing held", sp, bill.Cost())
 	}
 }
 

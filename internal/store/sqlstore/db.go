@@ -69,6 +69,9 @@ type DB struct {
 	pending   pendingHolds
 	lazyMu    sync.Mutex
 	readStmts sync.Map // query → *sql.Stmt prepared on r, for placeLazy
+	// SQLite: the WAL's checkpoints (checkpoints), stopped by Close.
+	stopCheckpoints, checkpointsDone chan struct{}
+	stopOnce                         sync.Once
 }
 
 // String names the database for logs, never with a password.
@@ -128,7 +131,34 @@ func openSQLite(ctx context.Context, path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
+	db.stopCheckpoints, db.checkpointsDone = make(chan struct{}), make(chan struct{})
+	go db.checkpoints()
 	return db, nil
+}
+
+// checkpointEvery is how often the WAL is checkpointed into the database file. The writer
+// connection never checkpoints (wal_autocheckpoint 0): SQLite's automatic checkpoint runs in
+// the commit that crosses 1,000 pages, and a commit that copies 4 MB into the database file
+// and syncs it holds up the writes queued behind it, and the holds waiting for its commit.
+const checkpointEvery = 200 * time.Millisecond
+
+// checkpoints checkpoints the WAL every checkpointEvery, on a reader connection, beside the
+// writer (PASSIVE: it copies what no reader still needs and waits for no one), until Close.
+func (db *DB) checkpoints() {
+	defer close(db.checkpointsDone)
+	t := time.NewTicker(checkpointEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-db.stopCheckpoints:
+			return
+		case <-t.C:
+			// A checkpoint that fails (the disk full) leaves the WAL to grow until the next
+			// one succeeds; the writes themselves report the disk.
+			var busy, pages, copied int
+			db.r.QueryRowContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &pages, &copied)
+		}
+	}
 }
 
 // pingSQLite connects to the database. Two programs opening a new file at once race to turn
@@ -160,6 +190,7 @@ func dsn(path string, readOnly bool) string {
 		q.Set("_query_only", "1") // the driver applies it after the pragmas above
 	} else {
 		q.Set("_txlock", "immediate")
+		q.Add("_pragma", "wal_autocheckpoint(0)") // the checkpoints run beside it: DB.checkpoints
 		// A statement that writes many rows keeps a journal of the pages it changes, to undo
 		// itself alone; in memory, not in a temporary file written and removed each time.
 		q.Add("_pragma", "temp_store(MEMORY)")
@@ -185,6 +216,10 @@ func (db *DB) Ping(ctx context.Context) error {
 
 // Close closes the database.
 func (db *DB) Close() error {
+	if db.stopCheckpoints != nil {
+		db.stopOnce.Do(func() { close(db.stopCheckpoints) })
+		<-db.checkpointsDone
+	}
 	db.stmts.close()
 	db.readStmts.Range(func(_, st any) bool {
 		st.(*sql.Stmt).Close()

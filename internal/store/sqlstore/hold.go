@@ -403,26 +403,37 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 	// The requests not held open: pending (lazy), closed already (settling is idempotent), or
 	// never held.
 	var missing []string
+	var pending []*pendingHold
 	for _, id := range ids {
 		if holds[id] != nil || (len(missing) > 0 && missing[len(missing)-1] == id) {
 			continue
 		}
 		if ph := db.pending.getTx(id); ph != nil {
-			h := &ph.hold
-			holds[id] = &openHold{accountID: h.AccountID, keyID: h.KeyID, windows: formatWindows(ph.windows), replica: h.Replica,
-				amount: h.Amount, createdAt: millis(h.CreatedAt), pending: true}
+			if len(pending) == 0 || pending[len(pending)-1] != ph { // ids are sorted
+				pending = append(pending, ph)
+			}
 			continue
 		}
 		missing = append(missing, id)
+	}
+	if len(pending) > 0 {
+		hs, ws := make([]*store.Hold, len(pending)), make([][]window, len(pending))
+		for i, ph := range pending {
+			hs[i], ws[i] = &ph.hold, slices.Clone(ph.windows)
+		}
+		if err := db.capWindows(ctx, tx, hs, ws); err != nil {
+			return err
+		}
+		for i, h := range hs {
+			holds[h.RequestID] = &openHold{accountID: h.AccountID, keyID: h.KeyID, windows: formatWindows(ws[i]), replica: h.Replica,
+				amount: h.Amount, createdAt: millis(h.CreatedAt), pending: true}
+		}
 	}
 	closed := map[string]bool{}
 	if len(missing) > 0 {
 		if closed, err = db.heldRequests(ctx, tx, []string{"holds"}, missing); err != nil {
 			return err
 		}
-	}
-	if err := db.pendingWindows(ctx, tx, holds); err != nil {
-		return err
 	}
 
 	var (

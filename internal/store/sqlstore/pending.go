@@ -35,7 +35,7 @@ type pendingHolds struct {
 	mu       sync.Mutex
 	holds    map[string]*pendingHold // by request id
 	accounts map[string]money.Nanos  // a buyer's ledger account → what its pending holds hold
-	windows  map[window]money.Nanos  // a spend window → what its pending holds hold
+	windows  map[window]money.Nanos  // a spend window → what the pending holds hold (potentialWindows)
 	// taken are the holds the running write transaction settles or writes: still pending
 	// for the others until it commits (end), gone for the transaction itself.
 	taken map[string]*pendingHold
@@ -99,12 +99,26 @@ func (p *pendingHolds) put(ph *pendingHold, sign money.Nanos) {
 	if p.accounts[acct] == 0 {
 		delete(p.accounts, acct)
 	}
-	for _, w := range ph.windows {
+	for _, w := range potentialWindows(&ph.hold) {
 		p.windows[w] += sign * ph.hold.Amount
 		if p.windows[w] == 0 {
 			delete(p.windows, w)
 		}
 	}
+}
+
+// potentialWindows are the windows a hold would count in were its key and its account capped
+// for every period: a pending hold counts in them all, so that a cap set where this process
+// cannot see (shareai admin cap, on the file) still finds the pending holds of its scope
+// counted against it here.
+func potentialWindows(h *store.Hold) []window {
+	ws := make([]window, 0, 6)
+	for _, scope := range []string{store.KeyScope(h.KeyID), store.AccountScope(h.AccountID)} {
+		for _, period := range []string{store.Daily, store.Weekly, store.Monthly} {
+			ws = append(ws, window{scope, period, millis(store.WindowStart(period, h.CreatedAt))})
+		}
+	}
+	return ws
 }
 
 // The views. Outside a write transaction (placeLazy, Balance, Spending, OpenHolds) the
@@ -160,7 +174,7 @@ func (p *pendingHolds) windowTx(w window) money.Nanos {
 	defer p.mu.Unlock()
 	n := p.windows[w]
 	for _, ph := range p.taken {
-		if slices.Contains(ph.windows, w) {
+		if slices.Contains(potentialWindows(&ph.hold), w) {
 			n -= ph.hold.Amount
 		}
 	}
@@ -307,23 +321,29 @@ func (db *DB) readStmt(ctx context.Context, query string) (*sql.Stmt, error) {
 // writePending writes the pending holds of the requests open, in tx, as placeHolds writes a
 // hold that is not lazy; requests with none are skipped.
 func (db *DB) writePending(ctx context.Context, tx *sql.Tx, requestIDs []string) error {
-	var rows [][]any
-	held := map[string]money.Nanos{}
-	windows := map[window]money.Nanos{}
+	var hs []*store.Hold
+	var ws [][]window
 	for _, id := range requestIDs {
-		ph := db.pending.take(id)
-		if ph == nil {
-			continue
-		}
-		h := &ph.hold
-		rows = append(rows, []any{h.RequestID, h.AccountID, h.KeyID, int64(h.Amount), formatWindows(ph.windows), millis(h.CreatedAt), h.Replica})
-		held[buyerAccount(h.AccountID)] += h.Amount
-		for _, w := range ph.windows {
-			windows[w] += h.Amount
+		if ph := db.pending.take(id); ph != nil {
+			hs = append(hs, &ph.hold)
+			ws = append(ws, slices.Clone(ph.windows))
 		}
 	}
-	if len(rows) == 0 {
+	if len(hs) == 0 {
 		return nil
+	}
+	if err := db.capWindows(ctx, tx, hs, ws); err != nil {
+		return err
+	}
+	rows := make([][]any, len(hs))
+	held := map[string]money.Nanos{}
+	windows := map[window]money.Nanos{}
+	for i, h := range hs {
+		rows[i] = []any{h.RequestID, h.AccountID, h.KeyID, int64(h.Amount), formatWindows(ws[i]), millis(h.CreatedAt), h.Replica}
+		held[buyerAccount(h.AccountID)] += h.Amount
+		for _, w := range ws[i] {
+			windows[w] += h.Amount
+		}
 	}
 	if err := db.insertRows(ctx, tx, openHoldsInsert, ``, rows, nil); err != nil {
 		return err
@@ -337,19 +357,18 @@ func (db *DB) writeAllPending(ctx context.Context, tx *sql.Tx) error {
 	return db.writePending(ctx, tx, db.pending.before(time.Time{}))
 }
 
-// pendingWindows adds to the windows of the pending holds about to settle those of the caps
-// their scopes have now: a cap set by another process (shareai admin cap) while they were
-// pending counted the window from the database, which did not have them, so their debits
-// count in it when they settle. A cap set in this process wrote them first (setCap).
-func (db *DB) pendingWindows(ctx context.Context, tx *sql.Tx, holds map[string]*openHold) error {
+// capWindows adds to each hold's windows (ws[i], of holds[i]) those of the caps its key and
+// account have now: a pending hold's windows are those of the caps when it was placed, and a
+// cap set since by another process (shareai admin cap, on the file) counted its window from
+// the database, without it. Written or settled, the hold then counts in the window, as one
+// placed after the cap would. A cap set in this process wrote the pending holds first (setCap).
+func (db *DB) capWindows(ctx context.Context, tx *sql.Tx, holds []*store.Hold, ws [][]window) error {
+	if len(holds) == 0 {
+		return nil
+	}
 	var scopes []string
 	for _, h := range holds {
-		if h.pending {
-			scopes = append(scopes, store.KeyScope(h.keyID), store.AccountScope(h.accountID))
-		}
-	}
-	if len(scopes) == 0 {
-		return nil
+		scopes = append(scopes, store.KeyScope(h.KeyID), store.AccountScope(h.AccountID))
 	}
 	slices.Sort(scopes)
 	caps := map[string][]string{} // scope → periods
@@ -362,23 +381,14 @@ func (db *DB) pendingWindows(ctx context.Context, tx *sql.Tx, holds map[string]*
 	if err != nil || len(caps) == 0 {
 		return err
 	}
-	for _, h := range holds {
-		if !h.pending {
-			continue
-		}
-		ws, err := parseWindows(h.windows)
-		if err != nil {
-			return err
-		}
-		created := fromMillis(h.createdAt)
-		for _, scope := range []string{store.KeyScope(h.keyID), store.AccountScope(h.accountID)} {
+	for i, h := range holds {
+		for _, scope := range []string{store.KeyScope(h.KeyID), store.AccountScope(h.AccountID)} {
 			for _, period := range caps[scope] {
-				if w := (window{scope, period, millis(store.WindowStart(period, created))}); !slices.Contains(ws, w) {
-					ws = append(ws, w)
+				if w := (window{scope, period, millis(store.WindowStart(period, h.CreatedAt))}); !slices.Contains(ws[i], w) {
+					ws[i] = append(ws[i], w)
 				}
 			}
 		}
-		h.windows = formatWindows(ws)
 	}
 	return nil
 }

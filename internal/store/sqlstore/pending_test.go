@@ -4,6 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,10 +21,10 @@ import (
 func TestPendingHolds_TakenWithTheirTransaction(t *testing.T) {
 	db, _ := openTestDB(t, testdsn.SQLite)
 	ctx := context.Background()
-	w := window{"key:k", store.Daily, 0}
-	acct := buyerAccount("acct")
 	h := &store.Hold{RequestID: "r1", AccountID: "acct", KeyID: "k", Amount: 5 * money.USD, CreatedAt: time.Now(), Lazy: true}
-	db.pending.add(h, []window{w})
+	w := window{store.KeyScope("k"), store.Daily, millis(store.WindowStart(store.Daily, h.CreatedAt))}
+	acct := buyerAccount("acct")
+	db.pending.add(h, nil) // no cap: it counts in its scopes' windows all the same
 	failed := errors.New("failed")
 	for _, commit := range []bool{false, true} {
 		err := db.write(ctx, func(*sql.Tx) error {
@@ -51,5 +54,36 @@ func TestPendingHolds_TakenWithTheirTransaction(t *testing.T) {
 				t.Errorf("listed %+v; want r1, as a hold that is no longer to be placed", hs)
 			}
 		}
+	}
+}
+
+// The writer never checkpoints the WAL itself (wal_autocheckpoint 0); the checkpoints run
+// beside it, so the database file takes the WAL's pages within moments of their commit.
+func TestOpen_checkpointsBesideTheWriter(t *testing.T) {
+	db, path := openTestDB(t, testdsn.SQLite)
+	ctx := context.Background()
+	var auto int
+	if err := db.w.QueryRowContext(ctx, `PRAGMA wal_autocheckpoint`).Scan(&auto); err != nil || auto != 0 {
+		t.Fatalf("the writer's wal_autocheckpoint = %d, %v; want 0", auto, err)
+	}
+	size := func() int64 {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	before := size()
+	for i := range 200 {
+		if err := db.CreateAccount(ctx, &store.Account{ID: fmt.Sprintf("acct%03d", i), Name: strings.Repeat("n", 2000) + fmt.Sprint(i), CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for size() < before+200*2000 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the database file is %d bytes, %d before 400 kB of accounts: the WAL was not checkpointed", size(), before)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
