@@ -16,19 +16,22 @@ import (
 // written open and deleted by its settlement a moment later costs the request a second
 // commit, on its path to the first token. A lazy hold is kept in memory instead: placeLazy
 // checks it against the balance and the caps less what the open holds and the pending ones
-// hold, in three reads on the readers' pool and no write transaction, and its settlement
-// writes it closed, in one transaction with the money. It is written open when its request is
+// hold, in one read on the readers' pool and no write transaction, and its settlement writes
+// it closed, in one transaction with the money. It is written open when its request is
 // checkpointed (a stream that runs for long), raised, or outlives the ledger's LazyFor
 // (Writes.WriteLazy), and before SetCap and ClaimHolds, which read the open holds' rows;
-// Balance, Spending and OpenHolds add the pending ones.
+// Balance, Spending and OpenHolds add the pending ones. A pending hold counts in every window
+// of its key and account (potentialWindows), so that a cap set by a process that cannot see
+// it (shareai admin cap) still counts it here, and it joins that cap's window when it is
+// written or settled (capWindows).
 //
 // Exactness. db.lazyMu orders the decisions against the commits: placeLazy decides and adds
 // under it, and every write transaction commits under it, together with its changes to the
 // pending set, which it stages (take) until then. So a decision sees the database and the
 // pending set as of one point between commits: a hold being settled still counts in full,
 // and its debit not yet, which errs on the side of refusing (a debit never exceeds its hold).
-// A write transaction that decides holds itself (placeHolds, RaiseHold) holds db.lazyMu from
-// its start. The lock order is the writer connection, then db.lazyMu.
+// A write transaction that decides holds itself (placeHolds, RaiseHold, SetCap's count) holds
+// db.lazyMu from its start. The lock order is the writer connection, then db.lazyMu.
 
 // pendingHolds are the lazy holds of this process that are not written yet.
 type pendingHolds struct {
