@@ -231,6 +231,7 @@ type Request struct {
 	// and State.Aside, for the coordinator's count of its tokens.
 	from, asideFrom int
 	checkpointed    time.Time // when the request's bill was last checkpointed
+	firstDelivered  time.Time // when the answer's first piece was delivered, for checkpoint
 	// running and runningAside count the current job's text and the rest of its answer as
 	// checkpoints see them grow.
 	running, runningAside meter.Running

@@ -26,6 +26,12 @@ import (
 // checkpointEvery is how often a running request's delivered bill is checkpointed.
 const checkpointEvery = 2 * time.Second
 
+// firstCheckpointAfter is how long after its first piece a stream's first checkpoint waits:
+// an answer that comes all at once, as most do, has ended by then, and its settlement says
+// more, with no checkpoint written and dropped on the way (nor, on SQLite alone, its lazy
+// hold written open for it).
+const firstCheckpointAfter = 20 * time.Millisecond
+
 // maxFruitless bounds how many jobs in a row may fail a request without adding to its answer:
 // a node vanishing between being picked and receiving the job, failing before its first token,
 // or failing mid-answer before delivering anything each costs one. A node that delivered part
@@ -361,7 +367,13 @@ func (c *Core) checkpoint(r *Request, st *relay.State, job *fleet.Job, pieces in
 		return
 	}
 	now := c.cfg.Now()
-	if !r.checkpointed.IsZero() && now.Sub(r.checkpointed) < checkpointEvery {
+	if r.firstDelivered.IsZero() {
+		r.firstDelivered = now
+	}
+	switch {
+	case r.checkpointed.IsZero() && now.Sub(r.firstDelivered) < firstCheckpointAfter:
+		return
+	case !r.checkpointed.IsZero() && now.Sub(r.checkpointed) < checkpointEvery:
 		return
 	}
 	r.checkpointed = now

@@ -79,9 +79,10 @@ func TestBilling_CutWithNoNodeLeft(t *testing.T) {
 	ledgerSumIsZero(t, env)
 }
 
-// A stream's bill is checkpointed at its first token, with the tokens delivered (not an
-// estimate from bytes). (A non-streamed answer, which its buyer gets only whole, is not:
-// cmd/shareai's crash test kills the coordinator with one in flight.)
+// A stream's bill is checkpointed soon after its first token (at the first flush 20 ms after
+// it: here, the second token), with the tokens delivered (not an estimate from bytes). (A
+// non-streamed answer, which its buyer gets only whole, is not: cmd/shareai's crash test
+// kills the coordinator with one in flight.)
 func TestBilling_CheckpointAtFirstToken(t *testing.T) {
 	env := testenv.New(t, testenv.Providers(1), func(c *testenv.Config) { c.Sim = sim.Config{TokensPerSecond: 10} })
 	ctx := context.Background()
