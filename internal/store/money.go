@@ -249,7 +249,8 @@ type Writes struct {
 	Settlements []*Settlement // holds to close
 	Checkpoints []*Settlement // bills of what running requests delivered so far
 	// WriteLazy writes open, after the rest, the lazy holds (Hold.Lazy) the store keeps
-	// unwritten that were placed before it; zero: none.
+	// unwritten that were placed before it; zero: none. Commit reports its failure as the
+	// checkpoints' error.
 	WriteLazy time.Time
 }
 

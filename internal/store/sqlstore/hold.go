@@ -104,8 +104,11 @@ func (db *DB) Commit(ctx context.Context, w *store.Writes) (holds, settlements [
 		for i := range settlements {
 			settlements[i] = fmt.Errorf("settle: %w", err)
 		}
-		if len(cps) > 0 || len(lazy) > 0 {
+		switch {
+		case len(cps) > 0:
 			checkpoints = fmt.Errorf("checkpoint %d requests: %w", len(w.Checkpoints), err)
+		case len(lazy) > 0:
+			checkpoints = fmt.Errorf("write %d holds open: %w", len(lazy), err)
 		}
 		return holds, settlements, checkpoints
 	}

@@ -153,15 +153,7 @@ func (p *pendingHolds) account(ledgerAccount string) money.Nanos {
 }
 
 func (p *pendingHolds) accountTx(ledgerAccount string) money.Nanos {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := p.accounts[ledgerAccount]
-	for _, ph := range p.taken {
-		if buyerAccount(ph.hold.AccountID) == ledgerAccount {
-			n -= ph.hold.Amount
-		}
-	}
-	return n
+	return p.account(ledgerAccount) - p.takenWhere(func(ph *pendingHold) bool { return buyerAccount(ph.hold.AccountID) == ledgerAccount })
 }
 
 // window returns what the pending holds that count in a spend window hold; windowTx, as the
@@ -173,12 +165,18 @@ func (p *pendingHolds) window(w window) money.Nanos {
 }
 
 func (p *pendingHolds) windowTx(w window) money.Nanos {
+	return p.window(w) - p.takenWhere(func(ph *pendingHold) bool { return slices.Contains(potentialWindows(&ph.hold), w) })
+}
+
+// takenWhere sums the amounts of the holds the running transaction took that match. Only the
+// transaction changes what it took, so the sum and the view it is taken from agree.
+func (p *pendingHolds) takenWhere(match func(*pendingHold) bool) money.Nanos {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := p.windows[w]
+	var n money.Nanos
 	for _, ph := range p.taken {
-		if slices.Contains(potentialWindows(&ph.hold), w) {
-			n -= ph.hold.Amount
+		if match(ph) {
+			n += ph.hold.Amount
 		}
 	}
 	return n
