@@ -3,7 +3,9 @@ package ledger
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
+	"time"
 )
 
 // maxBatch bounds the items committed in one transaction.
@@ -12,9 +14,14 @@ const maxBatch = 256
 // batcher commits items in batches: whoever is waiting when a commit ends goes into the next
 // one, so under load many items share a transaction (and a disk flush), while a lone item
 // commits at once. The store keeps each item atomic on its own.
+//
+// With linger set, a batch of queued items alone (no caller waits for any of them) waits up
+// to linger for more to join it, a group commit: at low load a commit and its WAL frames
+// serve several requests instead of one. An item a caller waits for (do) ends the wait.
 type batcher[T any] struct {
 	commit func(ctx context.Context, items []T) []error
 	in     chan *waiting[T]
+	linger time.Duration
 
 	mu     sync.RWMutex // guards closed against do racing close
 	closed bool
@@ -27,8 +34,8 @@ type waiting[T any] struct {
 	done func(error) // for queue
 }
 
-func newBatcher[T any](commit func(ctx context.Context, items []T) []error) *batcher[T] {
-	b := &batcher[T]{commit: commit, in: make(chan *waiting[T], 4*maxBatch), done: make(chan struct{})}
+func newBatcher[T any](commit func(ctx context.Context, items []T) []error, linger time.Duration) *batcher[T] {
+	b := &batcher[T]{commit: commit, in: make(chan *waiting[T], 4*maxBatch), linger: linger, done: make(chan struct{})}
 	go b.run()
 	return b
 }
@@ -101,6 +108,9 @@ func (b *batcher[T]) run() {
 				break drain
 			}
 		}
+		if b.linger > 0 && len(batch) < maxBatch && !slices.ContainsFunc(batch, (*waiting[T]).waited) {
+			batch = b.gather(batch)
+		}
 		items = items[:0]
 		for _, w := range batch {
 			items = append(items, w.item)
@@ -114,4 +124,29 @@ func (b *batcher[T]) run() {
 			}
 		}
 	}
+}
+
+// waited says whether a caller waits for the item's commit.
+func (w *waiting[T]) waited() bool { return w.done == nil }
+
+// gather adds to batch what comes within linger, until it is full, an item that a caller
+// waits for comes, or the batcher closes.
+func (b *batcher[T]) gather(batch []*waiting[T]) []*waiting[T] {
+	t := time.NewTimer(b.linger)
+	defer t.Stop()
+	for len(batch) < maxBatch {
+		select {
+		case w, ok := <-b.in:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, w)
+			if w.waited() {
+				return batch
+			}
+		case <-t.C:
+			return batch
+		}
+	}
+	return batch
 }
