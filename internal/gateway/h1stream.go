@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -15,25 +16,36 @@ import (
 	"time"
 )
 
-// h1Stream is the response writer of a streamed answer over HTTP/1.1. When the stream's header
-// is written it takes the connection over from net/http (Hijack) and writes the chunked body
-// itself, so that a stream held open for minutes keeps none of net/http's per-connection
+// h1Stream is the response writer of a streamed answer over HTTP/1.1. Once the stream has been
+// open for takeoverAfter (a timer started with its header) it takes the connection over from
+// net/http (Hijack), after net/http has sent what it holds, and writes the rest of the chunked
+// body itself, so that a stream held open for minutes keeps none of net/http's per-connection
 // buffers (4 KiB to read requests, 4 KiB to write, 2 KiB before chunking: about 10 KiB a
-// stream), nor net/http's goroutine reading the connection in the background. Its watch does
+// stream), nor net/http's goroutine reading the connection in the background. An answer that
+// ends sooner, as short ones do, is net/http's from start to end and costs no takeover (the
+// hijack, the watch, and a new server connection for the next request: about 8% of a short
+// stream's CPU). Its watch does
 // what that read does: it ends the request's context when the buyer goes away, and once the
 // answer is whole it waits for the connection's next request and gives the connection back to
 // the server for it (keep-alive), or closes it. On Linux watch starts only once the connection
 // has something to read, which one goroutine polls for all streams (h1watch_linux.go): an
 // open stream's only goroutine is then its request's.
 //
-// Until its header is written, and where the connection cannot be taken over (a recorder in a
-// test), it is its ResponseWriter.
+// Until it takes the connection over, and where the connection cannot be taken over (a
+// recorder in a test), it is its ResponseWriter.
 type h1Stream struct {
 	w      http.ResponseWriter // the request's; its header map holds the stream's headers
 	srv    *http.Server        // that serves the request, to give the connection back to
 	held   *heldConns          // the connections waiting for their next request
 	closes bool                // the buyer asked for the connection to close after the answer
 	cancel context.CancelCauseFunc
+	// after is how long past its header the stream is left to net/http. 0: it is taken over
+	// before its header; negative: never (the connection could not be taken).
+	after time.Duration
+	// mu orders the takeover's timer against the handler's writes: every use of w and of the
+	// fields below is under it.
+	mu    sync.Mutex
+	timer *time.Timer // the takeover's, from the header on
 
 	wroteHeader bool
 	conn        net.Conn // once taken over; nil: w writes
@@ -44,6 +56,10 @@ type h1Stream struct {
 	// connection. reuse, set before, says whether the connection may serve another request.
 	ended chan struct{}
 	reuse bool
+	// next is what net/http had read of the connection's next request when the stream took
+	// it over (a request sent before this answer ended): the connection goes back to the
+	// server with it once the answer ends, with no watch meanwhile.
+	next []byte
 	// polled is the stream's place in the poller of connections (h1watch_linux.go), which
 	// starts watch when the connection becomes readable.
 	polled polled
@@ -56,8 +72,14 @@ func (g *Gateway) newH1Stream(w http.ResponseWriter, r *http.Request, cancel con
 	if srv != nil {
 		g.held.watch(srv)
 	}
-	return &h1Stream{w: w, srv: srv, held: &g.held, closes: r.Close, cancel: cancel}
+	return &h1Stream{w: w, srv: srv, held: &g.held, closes: r.Close, cancel: cancel, after: takeoverAfter}
 }
+
+// takeoverAfter is how long a stream is left to net/http: long enough for a short answer to
+// end (an answer the node has at once ends within milliseconds), short against the minutes a
+// slow stream is held open; the net/http buffers it keeps meanwhile cost 10,000 streams opened
+// at once about 5 MiB more at their peak.
+const takeoverAfter = 200 * time.Millisecond
 
 // errBuyerGone ends the context of a request whose buyer closed the connection.
 var errBuyerGone = errors.New("buyer closed the connection")
@@ -68,28 +90,73 @@ func (s *h1Stream) Header() http.Header { return s.w.Header() }
 // Unwrap returns the request's ResponseWriter, for http.ResponseController.
 func (s *h1Stream) Unwrap() http.ResponseWriter { return s.w }
 
-// WriteHeader takes the connection over and writes the response's header, with the chunked
-// transfer coding.
+// WriteHeader writes the response's header: through net/http, starting the takeover's timer,
+// or, when the stream is taken over at once, itself, with the chunked transfer coding.
 func (s *h1Stream) WriteHeader(code int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writeHeader(code)
+}
+
+func (s *h1Stream) writeHeader(code int) {
 	if s.wroteHeader {
 		return
 	}
 	s.wroteHeader = true
+	if s.after == 0 {
+		s.takeOver(code)
+		return
+	}
+	s.w.WriteHeader(code)
+	if s.after > 0 {
+		s.timer = time.AfterFunc(s.after, s.takeOverLater)
+	}
+}
+
+// takeOverLater takes over the connection of a stream that is still open, once net/http has
+// sent what it holds: the takeover's timer calls it.
+func (s *h1Stream) takeOverLater() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.timer = nil // fired: the stream keeps none
+	if s.finished || s.conn != nil || s.after < 0 {
+		return
+	}
+	if http.NewResponseController(s.w).Flush() != nil {
+		return // the buyer is gone: net/http ends the request
+	}
+	s.takeOver(0)
+}
+
+// takeOver takes the connection over from net/http: before the response's header (code), which
+// it then writes, or mid-stream (code 0), once net/http has sent all it was given. Where the
+// connection cannot be taken, net/http keeps writing the response.
+func (s *h1Stream) takeOver(code int) {
 	conn, rw, err := http.NewResponseController(s.w).Hijack()
 	if err != nil {
-		s.w.WriteHeader(code) // net/http writes it all
+		s.after = -1
+		if code != 0 {
+			s.w.WriteHeader(code) // net/http writes it all
+		}
 		return
 	}
 	s.conn = conn
-	// Bytes of a request net/http read past this one (pipelined, which no SDK does) are lost
-	// with its buffer: the connection then serves no other request.
-	pipelined := rw.Reader.Buffered() > 0
+	// Bytes net/http read past this request: the next one's, sent before this answer ended
+	// (pipelined), or its first byte, read by net/http's watch for the buyer going away.
+	if n := rw.Reader.Buffered(); n > 0 {
+		b, _ := rw.Reader.Peek(n)
+		s.next = bytes.Clone(b)
+	}
 	// net/http's buffers are the caller's now; zeroed, they let go of their 4 KiB each, which
 	// net/http's connection, still on the stack below the handler, would keep.
 	*rw.Reader = bufio.Reader{}
 	*rw.Writer = bufio.Writer{}
 	s.ended = make(chan struct{})
-	s.reuse = !pipelined
+	s.reuse = true
+	if code == 0 {
+		s.watchIdle()
+		return
+	}
 
 	b := getChunk()
 	b = append(b, "HTTP/1.1 "...)
@@ -109,7 +176,15 @@ func (s *h1Stream) WriteHeader(code int) {
 	}
 	b = append(b, "Transfer-Encoding: chunked\r\n\r\n"...)
 	s.out = b
-	s.startWatch()
+	s.watchIdle()
+}
+
+// watchIdle watches the connection for the buyer going away or its next request, unless the
+// next request has begun already.
+func (s *h1Stream) watchIdle() {
+	if s.next == nil {
+		s.startWatch()
+	}
 }
 
 // excludedHeaders are the handler's headers a stream's header leaves out: it writes its own
@@ -118,8 +193,10 @@ var excludedHeaders = map[string]bool{"Content-Length": true, "Transfer-Encoding
 
 // Write adds p to the body, as one chunk: it is sent at the next flush.
 func (s *h1Stream) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if !s.wroteHeader {
-		s.WriteHeader(http.StatusOK)
+		s.writeHeader(http.StatusOK)
 	}
 	if s.conn == nil {
 		return s.w.Write(p)
@@ -142,13 +219,16 @@ func (s *h1Stream) Write(p []byte) (int, error) {
 
 // FlushError sends what was written to the buyer.
 func (s *h1Stream) FlushError() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.flush()
+}
+
+func (s *h1Stream) flush() error {
+	if !s.wroteHeader {
+		s.writeHeader(http.StatusOK)
+	}
 	if s.conn == nil {
-		if !s.wroteHeader {
-			s.WriteHeader(http.StatusOK)
-			if s.conn != nil {
-				return s.FlushError()
-			}
-		}
 		return http.NewResponseController(s.w).Flush()
 	}
 	if s.err == nil && len(s.out) > 0 {
@@ -164,13 +244,21 @@ func (s *h1Stream) Flush() { s.FlushError() }
 
 // finish ends the response, once the handler is done with it: the last chunk, with the trailers
 // declared in the header (the cost), and the connection handed over to watch, which gives it
-// back to the server for the next request, or closes it. A response net/http wrote, net/http
+// back to the server for the next request, or closes it. A response net/http writes, net/http
 // ends.
 func (s *h1Stream) finish() {
-	if s.conn == nil || s.finished {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.finished {
 		return
 	}
-	s.finished = true
+	s.finished = true // and the takeover's timer, if it fires now, does nothing
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	if s.conn == nil {
+		return
+	}
 	if s.err == nil {
 		b := s.out
 		if b == nil {
@@ -179,7 +267,7 @@ func (s *h1Stream) finish() {
 		b = append(b, "0\r\n"...)
 		b = appendTrailers(b, s.w.Header())
 		s.out = append(b, "\r\n"...)
-		s.FlushError()
+		s.flush()
 	}
 	s.end(s.err == nil && !s.closes && s.srv != nil)
 }
@@ -187,11 +275,18 @@ func (s *h1Stream) finish() {
 // abort ends a response cut short (the handler panicked): the connection closes without the
 // last chunk, so that the buyer reads no complete answer.
 func (s *h1Stream) abort() {
-	if s.conn == nil || s.finished {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.finished {
 		return
 	}
 	s.finished = true
-	s.end(false)
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	if s.conn != nil {
+		s.end(false)
+	}
 }
 
 // end hands the connection over to watch: held, with the server's idle timeout, until its
@@ -210,7 +305,10 @@ func (s *h1Stream) end(reuse bool) {
 		s.conn.Close()
 	}
 	close(s.ended)
-	if polled && s.reuse {
+	switch {
+	case s.reuse && s.next != nil:
+		go s.handBack(s.next) // its next request has begun
+	case s.reuse && polled:
 		go s.watch() // waits for the next request, as net/http does on an idle connection
 	}
 }
@@ -248,9 +346,15 @@ func (s *h1Stream) watch() {
 		s.conn.Close()
 		return
 	}
+	s.handBack(b[:])
+}
+
+// handBack gives the connection back to the server, for its next request, which began with
+// next (read already).
+func (s *h1Stream) handBack(next []byte) {
 	s.held.release(s.srv, s.conn)
 	s.conn.SetReadDeadline(time.Time{})
-	c := resume(s.conn, b[0])
+	c := resume(s.conn, next)
 	l := &handback{conn: c}
 	s.srv.Serve(l)
 	if !l.taken.Load() { // the server is shutting down
@@ -324,39 +428,38 @@ func putChunk(b []byte) {
 	chunkPool.Put(&b)
 }
 
-// resumed is a connection whose first byte was read already: the next request's, which watch
-// read while it waited for it.
+// resumed is a connection whose first bytes were read already: the next request's, which watch
+// read while it waited for it, or net/http before the stream took the connection over.
 type resumed struct {
 	net.Conn
-	first   byte
-	pending bool
+	next []byte
 }
 
-// resume returns conn, whose next byte first was read already, as a connection that reads it
+// resume returns conn, whose next bytes were read already, as a connection that reads them
 // again. A connection resumed before is resumed again as it is, rather than wrapped once more
 // at each request it carries.
-func resume(conn net.Conn, first byte) net.Conn {
+func resume(conn net.Conn, next []byte) net.Conn {
 	switch c := conn.(type) {
 	case *resumedTLS:
-		c.first, c.pending = first, true
+		c.next = next
 		return c
 	case *resumed:
-		c.first, c.pending = first, true
+		c.next = next
 		return c
 	case *tls.Conn:
-		return &resumedTLS{resumed: &resumed{Conn: c, first: first, pending: true}, tls: c}
+		return &resumedTLS{resumed: &resumed{Conn: c, next: next}, tls: c}
 	}
-	return &resumed{Conn: conn, first: first, pending: true}
+	return &resumed{Conn: conn, next: next}
 }
 
 // NetConn returns the connection resumed, as tls.Conn does: the poller watches that one.
 func (c *resumed) NetConn() net.Conn { return c.Conn }
 
 func (c *resumed) Read(p []byte) (int, error) {
-	if c.pending && len(p) > 0 {
-		c.pending = false
-		p[0] = c.first
-		return 1, nil
+	if len(c.next) > 0 {
+		n := copy(p, c.next)
+		c.next = c.next[n:]
+		return n, nil
 	}
 	return c.Conn.Read(p)
 }

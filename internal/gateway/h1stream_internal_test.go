@@ -22,14 +22,15 @@ import (
 type h1Server struct {
 	*httptest.Server
 	g      Gateway
+	m      takeover
 	causes chan error
 	gate   chan struct{} // closed: the second chunk goes; nil: at once
 	tlsIDs chan bool     // whether each request came over TLS
 }
 
-func newH1Server(t *testing.T, useTLS bool, gate chan struct{}, configure func(*http.Server)) *h1Server {
+func newH1Server(t *testing.T, m takeover, useTLS bool, gate chan struct{}, configure func(*http.Server)) *h1Server {
 	t.Helper()
-	s := &h1Server{causes: make(chan error, 10), gate: gate, tlsIDs: make(chan bool, 10)}
+	s := &h1Server{m: m, causes: make(chan error, 10), gate: gate, tlsIDs: make(chan bool, 10)}
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	if configure != nil {
 		configure(s.Server.Config)
@@ -48,12 +49,16 @@ func (s *h1Server) serve(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	h := s.g.newH1Stream(w, r, cancel)
+	h.after = s.m.after
 	defer h.finish()
 	h.Header().Set("Content-Type", "text/event-stream")
 	h.Header().Set("Trailer", relay.HeaderCost)
 	h.WriteHeader(http.StatusOK)
 	h.Write([]byte("data: one\n\n"))
 	h.FlushError()
+	if s.m.mid {
+		h.takeOverLater() // as its timer does
+	}
 	if s.gate != nil {
 		select {
 		case <-s.gate:
@@ -65,6 +70,27 @@ func (s *h1Server) serve(w http.ResponseWriter, r *http.Request) {
 	h.Write([]byte("data: two\n\n"))
 	h.Header().Set(relay.HeaderCost, "0.000001")
 	h.FlushError()
+}
+
+// takeover is when the streams of a test take their connections over: the tests run in each.
+type takeover struct {
+	name  string
+	after time.Duration // h1Stream.after
+	mid   bool          // the takeover comes between the first chunk and the second
+}
+
+var takeovers = []takeover{
+	{name: "at the header"},
+	{name: "mid-stream", after: time.Hour, mid: true},
+	{name: "by its timer", after: time.Nanosecond}, // racing the handler's first writes
+	{name: "never", after: time.Hour},              // net/http's from start to end
+}
+
+// eachTakeover runs test once for each takeover.
+func eachTakeover(t *testing.T, test func(t *testing.T, m takeover)) {
+	for _, m := range takeovers {
+		t.Run(m.name, func(t *testing.T) { test(t, m) })
+	}
 }
 
 // request writes a streamed request on conn.
@@ -107,22 +133,32 @@ func closed(t *testing.T, conn net.Conn, br *bufio.Reader) {
 	}
 }
 
-// A buyer who closes the connection mid-stream ends the request's context, as net/http's own
-// watch does.
+// A buyer who closes the connection mid-stream ends the request's context: the stream's watch
+// does once it has taken the connection over, net/http's own before.
 func TestH1Stream_BuyerGoneCancels(t *testing.T) {
-	s := newH1Server(t, false, make(chan struct{}), nil)
-	conn, br := dial(t, s)
-	request(t, conn)
-	response(t, br)
-	conn.Close()
-	select {
-	case cause := <-s.causes:
-		if !errors.Is(cause, errBuyerGone) {
-			t.Errorf("the request's context ended with %v; want errBuyerGone", cause)
+	eachTakeover(t, func(t *testing.T, m takeover) {
+		s := newH1Server(t, m, false, make(chan struct{}), nil)
+		conn, br := dial(t, s)
+		request(t, conn)
+		response(t, br)
+		conn.Close()
+		select {
+		case cause := <-s.causes:
+			// The stream's watch ends it once it has the connection, net/http before.
+			taken, kept := errors.Is(cause, errBuyerGone), errors.Is(cause, context.Canceled)
+			switch {
+			case m.after == 0 || m.mid:
+				kept = false
+			case m.after == time.Hour:
+				taken = false
+			}
+			if !taken && !kept {
+				t.Errorf("the request's context ended with %v", cause)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the request's context did not end after the buyer went away")
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the request's context did not end after the buyer went away")
-	}
+	})
 }
 
 // dial connects to s, over TLS when it serves TLS, speaking HTTP/1.1.
@@ -148,10 +184,14 @@ func dial(t *testing.T, s *h1Server) (net.Conn, *bufio.Reader) {
 // ended; over TLS too, where the next request still reads as TLS. The server closes it once
 // it has been idle for its idle timeout.
 func TestH1Stream_NextRequests(t *testing.T) {
+	eachTakeover(t, func(t *testing.T, m takeover) { testNextRequests(t, m) })
+}
+
+func testNextRequests(t *testing.T, m takeover) {
 	for _, useTLS := range []bool{false, true} {
 		t.Run(map[bool]string{false: "TCP", true: "TLS"}[useTLS], func(t *testing.T) {
 			gate := make(chan struct{})
-			s := newH1Server(t, useTLS, gate, func(srv *http.Server) { srv.IdleTimeout = 100 * time.Millisecond })
+			s := newH1Server(t, m, useTLS, gate, func(srv *http.Server) { srv.IdleTimeout = 100 * time.Millisecond })
 			conn, br := dial(t, s)
 			request(t, conn)
 			first := response(t, br)
@@ -173,28 +213,50 @@ func TestH1Stream_NextRequests(t *testing.T) {
 
 // A buyer who asks for the connection to close after the answer is told so, and it closes.
 func TestH1Stream_ConnectionClose(t *testing.T) {
-	s := newH1Server(t, false, nil, nil)
-	conn, br := dial(t, s)
-	io.WriteString(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: coordinator\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
-	resp := response(t, br)
-	if !resp.Close {
-		t.Errorf("response header %v; want Connection: close", resp.Header)
-	}
-	rest(t, resp)
-	closed(t, conn, br)
+	eachTakeover(t, func(t *testing.T, m takeover) {
+		s := newH1Server(t, m, false, nil, nil)
+		conn, br := dial(t, s)
+		io.WriteString(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: coordinator\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+		resp := response(t, br)
+		if !resp.Close {
+			t.Errorf("response header %v; want Connection: close", resp.Header)
+		}
+		rest(t, resp)
+		closed(t, conn, br)
+	})
 }
 
 // A connection waiting for its next request closes when the server shuts down, as net/http's
 // idle connections do; the shutdown does not wait for it.
 func TestH1Stream_ShutdownClosesIdle(t *testing.T) {
-	s := newH1Server(t, false, nil, nil)
-	conn, br := dial(t, s)
-	request(t, conn)
-	rest(t, response(t, br))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := s.Config.Shutdown(ctx); err != nil {
-		t.Errorf("shut down: %v", err)
-	}
-	closed(t, conn, br)
+	eachTakeover(t, func(t *testing.T, m takeover) {
+		s := newH1Server(t, m, false, nil, nil)
+		conn, br := dial(t, s)
+		request(t, conn)
+		rest(t, response(t, br))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Config.Shutdown(ctx); err != nil {
+			t.Errorf("shut down: %v", err)
+		}
+		closed(t, conn, br)
+	})
+}
+
+// Two requests written at once (pipelined): net/http has read the second with the first when
+// the stream takes the connection over, and the connection serves it once the first answer
+// has ended, in order.
+func TestH1Stream_Pipelined(t *testing.T) {
+	eachTakeover(t, func(t *testing.T, m takeover) {
+		s := newH1Server(t, m, false, nil, nil)
+		conn, br := dial(t, s)
+		req := "POST /v1/chat/completions HTTP/1.1\r\nHost: coordinator\r\nContent-Length: 0\r\n\r\n"
+		if _, err := io.WriteString(conn, req+req); err != nil {
+			t.Fatal(err)
+		}
+		rest(t, response(t, br))
+		rest(t, response(t, br))
+		request(t, conn) // and the connection goes on
+		rest(t, response(t, br))
+	})
 }
