@@ -174,7 +174,7 @@ func TestOpenStreams_GoroutinesAndHeap(t *testing.T) {
 		maxGoroutines float64
 		maxHeap       float64 // bytes a stream
 		// pieces is how many pieces of each stream are read before the count: an HTTP/1.1
-		// stream takes its connection over 200 ms past its header (h1stream.go), well
+		// stream takes its connection over 100 ms past its header (h1stream.go), well
 		// before its second piece, 2 s after the first.
 		pieces int
 	}{
