@@ -50,7 +50,10 @@ cd "$(dirname "$0")/.."
 BASELINE=${BASELINE:-scripts/bench-baseline.json}
 if [ -z "${BIN:-}" ]; then
 	BIN=$(mktemp -d)/shareai
-	go build -o "$BIN" ./cmd/shareai
+	vcs=()
+	# --update records the commit the binary names: stamp it even where GOFLAGS says not to.
+	[ ${#update[@]} -eq 0 ] || vcs=(-buildvcs=true)
+	go build "${vcs[@]}" -o "$BIN" ./cmd/shareai
 fi
 # The network is the one bench starts, not one the environment points at.
 unset OPENAI_BASE_URL OPENAI_API_KEY
