@@ -18,6 +18,7 @@ import (
 	"github.com/shareai/shareai/internal/protocol"
 	"github.com/shareai/shareai/internal/store"
 	"github.com/shareai/shareai/internal/testenv"
+	"github.com/shareai/shareai/internal/verify"
 )
 
 const model = "sim/llama-3.1-8b"
@@ -402,13 +403,15 @@ func TestProbes_PayNoMoreThanPeers(t *testing.T) {
 			}
 		}
 	})
-	client := env.Client()
-	for i := range 80 { // fees, to pay the probes
-		if _, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
-			Model: model, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(fmt.Sprint("fees ", i))},
-		}, option.WithJSONSet("provider", map[string]any{"only": []string{env.Agents[0].NodeID()}})); err != nil {
-			t.Fatal(err)
-		}
+	// The operator funds the probes (a deposit to the platform's account) rather than buyers'
+	// fees: a few requests' fees pay a few probes, and whichever node's probes came first took
+	// them (under load the greedy node's then ran unpaid for the whole wait).
+	ctx := context.Background()
+	if err := env.Store.CreateAccount(ctx, &store.Account{ID: verify.PlatformAccountID, Name: verify.PlatformAccount, CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Store.Deposit(ctx, verify.PlatformAccountID, money.USD, "platform-funding:test", time.Now()); err != nil {
+		t.Fatal(err)
 	}
 	greedy := env.Agents[1].NodeID()
 	var platform *store.Account
