@@ -260,3 +260,42 @@ func TestH1Stream_Pipelined(t *testing.T) {
 		rest(t, response(t, br))
 	})
 }
+
+// A stream is taken over only once it has been open for its delay: one that ends sooner is
+// net/http's throughout (no hijack, which a short answer would pay for nothing), and one held
+// open past it is taken over while it waits for its next piece.
+func TestH1Stream_TakenOverOnlyWhenHeld(t *testing.T) {
+	hijacked := func(srv *http.Server) chan struct{} {
+		ch := make(chan struct{}, 10)
+		srv.ConnState = func(_ net.Conn, st http.ConnState) {
+			if st == http.StateHijacked {
+				ch <- struct{}{}
+			}
+		}
+		return ch
+	}
+	var short chan struct{}
+	s := newH1Server(t, takeover{after: time.Hour}, false, nil, func(srv *http.Server) { short = hijacked(srv) })
+	conn, br := dial(t, s)
+	request(t, conn)
+	rest(t, response(t, br))
+	request(t, conn) // the connection is still net/http's, kept alive
+	rest(t, response(t, br))
+	if len(short) != 0 {
+		t.Error("a stream that ended before its delay was taken over")
+	}
+
+	gate := make(chan struct{})
+	var held chan struct{}
+	s = newH1Server(t, takeover{after: time.Millisecond}, false, gate, func(srv *http.Server) { held = hijacked(srv) })
+	conn, br = dial(t, s)
+	request(t, conn)
+	resp := response(t, br)
+	select {
+	case <-held: // taken over while the stream waits for its second chunk
+	case <-time.After(10 * time.Second):
+		t.Fatal("a stream held open past its delay was not taken over")
+	}
+	close(gate)
+	rest(t, resp)
+}

@@ -156,9 +156,10 @@ func serving(stack []uintptr) bool {
 // over HTTP/1.1 (on Linux, where one goroutine polls every stream's connection for the buyer
 // going away; elsewhere a second goroutine a stream reads it), and a bounded live heap,
 // measured on the coordinator's own paths (an HTTP/1.1 stream held past its takeover holds
-// none of net/http's connection buffers). The bounds are about twice the figures measured when they were set (HTTP/1.1:
-// 9.6 KiB, HTTP/2: 12.8 KiB, of which net/http's HTTP/2 stream buffer is 4 KiB): a change that
-// keeps another buffer, copy or goroutine per open stream fails here.
+// none of net/http's connection buffers). The bounds are about twice the figures measured
+// when they were set (HTTP/1.1: 9.6 KiB, HTTP/2: 12.8 KiB, of which net/http's HTTP/2 stream
+// buffer is 4 KiB): a change that keeps another buffer, copy or goroutine per open stream
+// fails here.
 func TestOpenStreams_GoroutinesAndHeap(t *testing.T) {
 	const streams = 100
 	var h2c http.Protocols
