@@ -114,6 +114,33 @@ func TestRun_Reconciles(t *testing.T) {
 	}
 }
 
+// A run that ends mid-hour stops counting busy time where it stops counting online time: the
+// answers still running at the end do not make the last hour (or a node) more than 100% busy.
+func TestRun_EndMidHour(t *testing.T) {
+	f, d := loadExample(t, "founder")
+	rep := run(t, f, d, Options{Seed: 1, Duration: 24*time.Hour + time.Minute})
+	if rep.Hours != 25 {
+		t.Fatalf("%d hours reported, want 25", rep.Hours)
+	}
+	busyLast := false
+	for _, c := range rep.Classes {
+		for h, u := range c.Hourly {
+			if u > 1 {
+				t.Errorf("class %s, hour %d: %.0f%% busy", c.Name, h, u*100)
+			}
+		}
+		busyLast = busyLast || c.Hourly[24] > 0
+	}
+	if !busyLast {
+		t.Error("no class was busy in the run's last minute: the test shows nothing")
+	}
+	for _, n := range rep.NodeList {
+		if n.Fill > 1 {
+			t.Errorf("node %s: fill %.0f%%", n.ID, n.Fill*100)
+		}
+	}
+}
+
 // One node with one slot, requests arriving at a constant rate, each taking exactly S: an
 // M/D/1 queue. Its utilization is λS and its mean wait ρS / 2(1−ρ) (Pollaczek–Khinchine).
 func TestRun_ClosedForm(t *testing.T) {

@@ -43,7 +43,8 @@ var rowNames = [numRows]string{"gold", "silver", "bronze", "batch"}
 // stats is what one partition measures; partitions' stats add up (merge).
 type stats struct {
 	hours  int
-	weight int64 // each request counts this many times (Options.Weight)
+	end    time.Duration // the run's end: busy time past it is not counted, as online time is not
+	weight int64         // each request counts this many times (Options.Weight)
 
 	classBusy, classOnline [][]float64 // class × hour: slot-seconds busy, and online
 	nodeBusy, nodeOnline   []float64   // by node: slot-seconds
@@ -81,7 +82,7 @@ type batchStats struct {
 
 func newStats(w *world) *stats {
 	h := w.hours
-	s := &stats{hours: h, weight: int64(w.opts.Weight),
+	s := &stats{hours: h, end: w.end, weight: int64(w.opts.Weight),
 		nodeBusy: make([]float64, len(w.nodes)), nodeOnline: make([]float64, len(w.nodes)),
 		nodeEarned: make([]money.Nanos, len(w.nodes)), nodeTokens: make([]int64, len(w.nodes)), nodeJobs: make([]int64, len(w.nodes)),
 		batches:      make([]batchStats, len(w.batches)),
@@ -116,8 +117,13 @@ func (s *stats) spread(buckets []float64, from, to time.Duration, v float64) {
 	}
 }
 
-// busy counts a job's slot-time.
+// busy counts a job's slot-time up to the run's end. The requests in flight then run on to
+// their end, but the nodes' online time stops there: utilization is of the time simulated.
 func (s *stats) busy(n *node, from, to time.Duration) {
+	to = min(to, s.end)
+	if to <= from {
+		return
+	}
 	s.spread(s.classBusy[n.class.index], from, to, 1)
 	s.nodeBusy[n.index] += (to - from).Seconds()
 }
