@@ -81,6 +81,8 @@ type Ranking struct {
 	walks   bool
 	w       walker
 	streams [4]stream // the walk's merger's, while they are enough
+	ths     [3]threshold
+	bits    []uint64 // the walk's intersection of its filters, from bitPool (intersect)
 }
 
 type entry struct {

@@ -201,6 +201,87 @@ func TestIndexMatch_AgreesWithScan(t *testing.T) {
 	}
 }
 
+// Property: a request with two filters or more that each let many nodes through (regions,
+// max_price, min_reliability), whose walk narrows to the intersection of their bitmaps
+// (narrow) at any point of its walk, ranks and picks exactly as the scan does, down to the
+// same NoProvider.
+func TestIndexMatch_IntersectsFilters(t *testing.T) {
+	defer func(n int) { intersectAfter = n }(intersectAfter)
+	rng := rand.New(rand.NewPCG(21, 22))
+	intersected, resumed := 0, 0
+	for trial := range 20 {
+		intersectAfter = []int{0, 1, 2, 5, 17, 100}[trial%6]
+		n := 12_000 + rng.IntN(12_000) // each filter's set of live nodes beyond smallSpan
+		walkOffers := randomOffers(rng, n)
+		scanOffers := clones(walkOffers)
+		walkIx, scanIx := NewIndex(candidates(walkOffers...)), NewIndex(candidates(scanOffers...))
+		for range 4 {
+			req := randomRequest(rng, n)
+			req.Batch, req.Prefs.Only = false, nil
+			p := &req.Prefs
+			p.Regions = [][]string{{"eu"}, {"us", "jp"}, {"de"}, nil}[rng.IntN(4)]
+			p.MaxPrice.Prompt = ptr(money.Price(1+rng.IntN(3)) * usd("0.25"))
+			if p.Regions == nil || rng.IntN(2) == 0 {
+				p.MinReliability = ptr([]float64{0.5, 0.9}[rng.IntN(2)])
+			}
+			seed := rng.Uint64()
+			wreq, sreq := req, req
+			wreq.Rand, sreq.Rand = rand.New(rand.NewPCG(seed, 1)), rand.New(rand.NewPCG(seed, 1))
+			w, s := walkIx.Match(wreq), scanOf(scanIx, sreq)
+			if got, want := ranked(w), ranked(s); !slices.Equal(got, want) {
+				t.Fatalf("trial %d, %d nodes, %+v: walk ranks %v; scan %v", trial, n, req, got, want)
+			}
+			if w.bits != nil {
+				intersected++
+				if intersectAfter > 0 {
+					resumed++ // past the places it had read
+				}
+			}
+			for k := 0; k <= 30; k++ {
+				wc, werr := w.Pick()
+				sc, serr := s.Pick()
+				if wc.NodeID != sc.NodeID || fmt.Sprint(werr) != fmt.Sprint(serr) {
+					t.Fatalf("trial %d, %d nodes, %+v: pick %d: walk %q, %v; scan %q, %v", trial, n, req, k, wc.NodeID, werr, sc.NodeID, serr)
+				}
+				if werr != nil {
+					break
+				}
+			}
+		}
+	}
+	t.Logf("%d of 80 walks narrowed, %d of them after reading places", intersected, resumed)
+	if intersected < 30 || resumed < 15 {
+		t.Errorf("%d of 80 walks narrowed, %d after reading places: the property is barely tested", intersected, resumed)
+	}
+}
+
+// Two filters that each let half the fleet through, but together a few nodes: the walk reads
+// those few, not half the fleet, and takes the best of them.
+func TestIndexMatch_IntersectsSplitFleet(t *testing.T) {
+	cands := fleetOf(20_000)
+	for i := range cands {
+		cands[i].Region, cands[i].Running = "us", 0
+		if i%2 == 0 {
+			cands[i].Region, cands[i].InputPrice = "de", usd("0.3") // over the cap but for 4 of them
+		}
+		if i%5000 == 0 {
+			cands[i].InputPrice = usd("0.1")
+		}
+	}
+	ix := NewIndex(cands)
+	req := Request{Model: model, Rand: seeded(), Prefs: Prefs{Regions: []string{"eu"}, MaxPrice: PriceCap{Prompt: ptr(usd("0.2"))}, Sort: SortLatency}}
+	r := ix.Match(req)
+	if r.bits == nil || r.w.common.size != 4 {
+		t.Fatalf("the walk reads %d places (bits %v), not the 4 both filters let through", r.w.common.size, r.bits != nil)
+	}
+	best := slices.MinFunc([]int{0, 5000, 10_000, 15_000}, func(a, b int) int {
+		return cmp.Compare(leastLatency(&cands[a]), leastLatency(&cands[b]))
+	})
+	if c, err := r.Pick(); err != nil || c.NodeID != cands[best].NodeID {
+		t.Errorf("picked %q, %v; want %q, the quickest of the four", c.NodeID, err, cands[best].NodeID)
+	}
+}
+
 // The price order an index starts from NewIndex's sort is the one it would sort itself.
 func TestIndex_PriceOrderPresorted(t *testing.T) {
 	rng := rand.New(rand.NewPCG(15, 16))

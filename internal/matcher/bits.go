@@ -1,0 +1,201 @@
+package matcher
+
+import (
+	"math/bits"
+	"sync"
+)
+
+// Bitmaps over a sort's places, for the walk of a request with two filters or more that each
+// let many nodes through (a region, a price cap, a reliability floor). The walk reads the
+// smallest set that holds every node its filters let through; each filter's set may be half
+// the fleet while together they let through only a few nodes, and the walk would read half
+// the fleet to find them. intersect instead ANDs the filters' exact sets as bitmaps, one bit
+// per place, and the walk reads only the places left: a few thousand words at 100,000 nodes.
+
+// thresholdSteps is how many steps of an attribute's order a threshold's bitmaps hold
+// (thresholdBits): a bound between two steps sets the bits of at most n/thresholdSteps
+// candidates one by one.
+const thresholdSteps = 64
+
+// maxRegionBitmaps bounds a sort's cache of region bitmaps: requests name few sets of
+// countries. A set that finds the cache full is walked as before, through its lists.
+const maxRegionBitmaps = 32
+
+// thresholdBits holds, for an attribute, the places of the candidates best by it, step by
+// step: cum[k] has the bit of each place whose candidate ranks below (k+1)·q in the
+// attribute's order (attrOrder).
+type thresholdBits struct {
+	q   int
+	cum [][]uint64
+}
+
+// thresholdOf returns attribute a's threshold bitmaps over si's places.
+func (si *sortIndex) thresholdOf(ao *attrOrder, a int) *thresholdBits {
+	return si.thresholds[a].get(func() *thresholdBits {
+		n := len(si.order)
+		words := (n + 63) / 64
+		t := &thresholdBits{q: max(1, (n+thresholdSteps-1)/thresholdSteps)}
+		steps := (n + t.q - 1) / t.q
+		backing := make([]uint64, steps*words)
+		t.cum = make([][]uint64, steps)
+		for k := range t.cum {
+			t.cum[k] = backing[k*words : (k+1)*words : (k+1)*words]
+		}
+		for r, i := range ao.byValue { // each step's own places, then each step's and those before
+			setBit(t.cum[r/t.q], int(si.place[i]))
+		}
+		for k := 1; k < steps; k++ {
+			for w, word := range t.cum[k-1] {
+				t.cum[k][w] |= word
+			}
+		}
+		return t
+	})
+}
+
+// below sets into dst exactly the places of the candidates that rank below m in ao.
+func (t *thresholdBits) below(dst []uint64, m int, ao *attrOrder, si *sortIndex) {
+	k := m / t.q
+	if k == 0 {
+		clear(dst)
+	} else {
+		copy(dst, t.cum[k-1])
+	}
+	for _, i := range ao.byValue[k*t.q : m] {
+		setBit(dst, int(si.place[i]))
+	}
+}
+
+// regionBits returns the bitmap of the places of the candidates in the countries of set, or
+// nil when the cache is full and set is not in it.
+func (si *sortIndex) regionBits(set *regionSet) []uint64 {
+	si.regionMu.Lock()
+	defer si.regionMu.Unlock()
+	if b, ok := si.regionMaps[*set]; ok {
+		return b
+	}
+	if len(si.regionMaps) == maxRegionBitmaps {
+		return nil
+	}
+	b := make([]uint64, (len(si.order)+63)/64)
+	for w, word := range set {
+		for ; word != 0; word &= word - 1 {
+			for _, p := range si.countries[w*64+bits.TrailingZeros64(word)] {
+				setBit(b, int(p))
+			}
+		}
+	}
+	if si.regionMaps == nil {
+		si.regionMaps = make(map[regionSet][]uint64)
+	}
+	si.regionMaps[*set] = b
+	return b
+}
+
+// threshold is a filter's bound on an attribute: the candidates for which within is true are
+// a prefix of the attribute's order.
+type threshold struct {
+	a      int
+	within func(*Candidate) bool
+}
+
+// intersect returns the places every filter of the request lets through, as a bitmap, when
+// two filters or more have sets to intersect (regions, max_price, min_reliability); ok is
+// false when fewer do, or the region's bitmap could not be cached. The bitmap comes from
+// bitPool.
+func (r *Ranking) intersect(ths []threshold) (sp span, ok bool) {
+	f, si := &r.f, r.si
+	if len(ths)+b2i(f.inRegions) < 2 {
+		return span{}, false
+	}
+	var regions []uint64
+	if f.inRegions {
+		if regions = si.regionBits(&f.regions); regions == nil {
+			return span{}, false
+		}
+	}
+	n := len(si.order)
+	acc, tmp := getBits(n), getBits(n)
+	defer putBits(tmp)
+	for j, th := range ths {
+		ao := r.ix.attrOrder(th.a)
+		m := r.prefixLen(ao, th.within)
+		dst := tmp
+		if j == 0 {
+			dst = acc
+		}
+		r.si.thresholdOf(ao, th.a).below(dst, m, ao, si)
+		if j > 0 {
+			and(acc, tmp)
+		}
+	}
+	if regions != nil {
+		and(acc, regions)
+	}
+	size := 0
+	for _, w := range acc {
+		size += bits.OnesCount64(w)
+	}
+	return span{all: true, bits: acc, size: size}, true
+}
+
+// prefixLen returns how many of ao's candidates, best first, within is true for.
+func (r *Ranking) prefixLen(ao *attrOrder, within func(*Candidate) bool) int {
+	lo, hi := 0, len(ao.byValue)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if within(&r.cands[ao.byValue[m]]) {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+func setBit(b []uint64, p int) { b[p/64] |= 1 << (p % 64) }
+
+func and(dst, src []uint64) {
+	src = src[:len(dst)]
+	for i := range dst {
+		dst[i] &= src[i]
+	}
+}
+
+// nextSet returns the first place from j whose bit is set in b, or n.
+func nextSet(b []uint64, j, n int) int {
+	if j >= n {
+		return n
+	}
+	w := j / 64
+	word := b[w] >> (j % 64) << (j % 64)
+	for word == 0 {
+		if w++; w*64 >= n {
+			return n
+		}
+		word = b[w]
+	}
+	return min(w*64+bits.TrailingZeros64(word), n)
+}
+
+// bitPool holds the bitmaps of the walks of Take, which end with their decision.
+var bitPool sync.Pool
+
+// getBits returns a bitmap of at least n bits, from bitPool when it holds one large enough;
+// its bits are not cleared.
+func getBits(n int) []uint64 {
+	words := (n + 63) / 64
+	if p, ok := bitPool.Get().(*[]uint64); ok && cap(*p) >= words {
+		return (*p)[:words]
+	}
+	return make([]uint64, words)
+}
+
+func putBits(b []uint64) {
+	if b == nil {
+		return
+	}
+	p := new([]uint64) // not &b: b would be moved to the heap even when nil
+	*p = b
+	bitPool.Put(p)
+}
