@@ -152,6 +152,7 @@ func BenchmarkMatch_100k_Worst(b *testing.B) {
 			benchLive(b, cands, tracked, []decisionCase{
 				{name: "default", prefs: Prefs{}},
 				{name: "latency", prefs: Prefs{Sort: SortLatency}},
+				{name: "order", prefs: Prefs{Order: []string{"node-99"}}},
 			})
 		})
 	}
