@@ -176,7 +176,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		Dedicated                            []string
 		Policies                             []policyRow
 	}{CSS: template.CSS(pageCSS)}
-	data.Sub = fmt.Sprintf("%s days from %s · seed %d · policy %s · %s nodes · %s live requests", trimFloat(float64(r.Hours)/24, 2),
+	data.Sub = fmt.Sprintf("%s days from %s · seed %d · policy %s · %s nodes · %s live requests", trimFloat(r.Days, 2),
 		r.Start.Format("Mon 2006-01-02 15:04 MST"), r.Seed, r.Policy, count(int64(r.Nodes)), count(r.Requests.Total))
 	var silver TierLatency
 	for _, l := range r.Latency {

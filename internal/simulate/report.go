@@ -15,7 +15,8 @@ type Report struct {
 	Seed   uint64    `json:"seed"`
 	Policy string    `json:"policy"`
 	Start  time.Time `json:"start"`
-	Hours  int       `json:"hours"`
+	Days   float64   `json:"days"`  // the virtual time simulated
+	Hours  int       `json:"hours"` // the hourly series' length: Days in hours, rounded up
 	Nodes  int       `json:"nodes"`
 
 	Requests Requests      `json:"requests"`
@@ -186,7 +187,7 @@ type BatchReport struct {
 
 // report builds the report from the merged measures.
 func (w *world) report(s *stats) *Report {
-	rep := &Report{Seed: w.opts.Seed, Policy: w.opts.Policy.String(), Start: w.start, Hours: w.hours, Nodes: len(w.nodes)}
+	rep := &Report{Seed: w.opts.Seed, Policy: w.opts.Policy.String(), Start: w.start, Days: w.end.Hours() / 24, Hours: w.hours, Nodes: len(w.nodes)}
 	dur := w.end.Seconds()
 
 	// Requests.

@@ -119,8 +119,8 @@ func TestRun_Reconciles(t *testing.T) {
 func TestRun_EndMidHour(t *testing.T) {
 	f, d := loadExample(t, "founder")
 	rep := run(t, f, d, Options{Seed: 1, Duration: 24*time.Hour + time.Minute})
-	if rep.Hours != 25 {
-		t.Fatalf("%d hours reported, want 25", rep.Hours)
+	if rep.Hours != 25 || rep.Days != (24*time.Hour+time.Minute).Hours()/24 {
+		t.Fatalf("%v days, %d hours reported; want a day and a minute, 25 hours", rep.Days, rep.Hours)
 	}
 	busyLast := false
 	for _, c := range rep.Classes {

@@ -19,8 +19,7 @@ const detailedClass = 5
 // WriteText writes the report for a terminal.
 func (r *Report) WriteText(w io.Writer) error {
 	b := &strings.Builder{}
-	days := float64(r.Hours) / 24
-	fmt.Fprintf(b, "ShareAI market simulation: %s days from %s, seed %d, policy %s\n", trimFloat(days, 2),
+	fmt.Fprintf(b, "ShareAI market simulation: %s days from %s, seed %d, policy %s\n", trimFloat(r.Days, 2),
 		r.Start.Format("Mon 2006-01-02 15:04 MST"), r.Seed, r.Policy)
 	fmt.Fprintf(b, "%s nodes in %d classes; %s live requests", count(int64(r.Nodes)), len(r.Classes), count(r.Requests.Total))
 	if lines := r.Requests.ByTier[rowBatch].Total; lines > 0 {
