@@ -81,9 +81,9 @@ type walker struct {
 	m       merger
 	done    bool // no tier left
 
-	// read counts the places read from the common set, in a tier that walks it (onCommon),
-	// until narrowed; once narrowed, a tier resumed past the places read skips those of rank
-	// skipTo and below.
+	// read counts the places the walk has read. Past intersectAfter, in a tier that walks
+	// the common set (onCommon), the walk narrows it, once (narrowed); the tier then resumes
+	// past what it read, skipping the places of rank skipTo and below.
 	read               int
 	onCommon, narrowed bool
 	skipping           bool
@@ -131,7 +131,7 @@ func (r *Ranking) walkOne() {
 			w.done = true
 			return
 		}
-		if w.onCommon && !w.narrowed && w.read == intersectAfter {
+		if w.onCommon && !w.narrowed && w.read >= intersectAfter {
 			r.narrow()
 		}
 		place, erank, ok := w.m.next()
