@@ -3,6 +3,8 @@ package matcher
 import (
 	"math/bits"
 	"sync"
+
+	"github.com/shareai/shareai/internal/money"
 )
 
 // Bitmaps over a sort's places, for the walk of a request with two filters or more that each
@@ -92,11 +94,13 @@ func (si *sortIndex) regionBits(set *regionSet) []uint64 {
 	return b
 }
 
-// threshold is a filter's bound on an attribute: the candidates for which within is true are
-// a prefix of the attribute's order.
+// threshold is a filter's bound on an attribute (attrInput, attrOutput: price; or
+// attrReliability: reliability): the candidates within it are a prefix of the attribute's
+// order.
 type threshold struct {
-	a      int
-	within func(*Candidate) bool
+	a           int
+	price       money.Price
+	reliability float64
 }
 
 // intersect returns the places every filter of the request lets through, as a bitmap, when
@@ -119,7 +123,7 @@ func (r *Ranking) intersect(ths []threshold) (sp span, ok bool) {
 	defer putBits(tmp)
 	for j, th := range ths {
 		ao := r.ix.attrOrder(th.a)
-		m := r.prefixLen(ao, th.within)
+		m := r.prefixLen(ao, func(c *Candidate) bool { return th.within(f, c) })
 		dst := tmp
 		if j == 0 {
 			dst = acc

@@ -238,7 +238,7 @@ func (r *Ranking) commonSpan() span {
 	}
 	for _, th := range r.thresholds() {
 		if sp.size > smallSpan {
-			sp = r.minSpan(sp, r.levelSpan(th.a, prefix, th.within))
+			sp = r.minSpan(sp, r.levelSpan(th.a, prefix, func(c *Candidate) bool { return th.within(f, c) }))
 		}
 	}
 	return sp
@@ -273,18 +273,29 @@ func (r *Ranking) narrow() {
 // thresholds returns the request's bounds on attributes that let through a prefix of the
 // attribute's order: max_price's and min_reliability.
 func (r *Ranking) thresholds() []threshold {
-	f := &r.f
+	p := &r.f.p
 	ths := r.ths[:0]
-	if c := f.p.MaxPrice.Prompt; c != nil {
-		ths = append(ths, threshold{attrInput, func(x *Candidate) bool { return f.price(x.InputPrice) <= *c }})
+	if c := p.MaxPrice.Prompt; c != nil {
+		ths = append(ths, threshold{a: attrInput, price: *c})
 	}
-	if c := f.p.MaxPrice.Completion; c != nil {
-		ths = append(ths, threshold{attrOutput, func(x *Candidate) bool { return f.price(x.OutputPrice) <= *c }})
+	if c := p.MaxPrice.Completion; c != nil {
+		ths = append(ths, threshold{a: attrOutput, price: *c})
 	}
-	if m := f.p.MinReliability; m != nil {
-		ths = append(ths, threshold{attrReliability, func(x *Candidate) bool { return x.Reliability >= *m }})
+	if m := p.MinReliability; m != nil {
+		ths = append(ths, threshold{a: attrReliability, reliability: *m})
 	}
 	return ths
+}
+
+// within reports whether c is within the threshold th of the request's filter f.
+func (th *threshold) within(f *filter, c *Candidate) bool {
+	switch th.a {
+	case attrInput:
+		return f.price(c.InputPrice) <= th.price
+	case attrOutput:
+		return f.price(c.OutputPrice) <= th.price
+	}
+	return c.Reliability >= th.reliability
 }
 
 // idSpan returns the places of the nodes with one of ids as node or provider id.
