@@ -244,9 +244,9 @@ func (r *Ranking) commonSpan() span {
 	return sp
 }
 
-// intersectAfter is how many places a walk reads from its common set before it intersects
-// its filters' sets instead (narrow): a few microseconds, what the intersection itself costs
-// at 100,000 nodes. A walk that finds what it needs sooner never pays for it. (A variable for
+// intersectAfter is how many places a walk reads, in any tier, before it intersects its
+// filters' sets in a tier that walks its common set (narrow): a few microseconds, what the
+// intersection itself costs at 100,000 nodes. A walk that finds what it needs sooner never pays for it. (A variable for
 // the tests, which narrow walks at every point.)
 var intersectAfter = 128
 
