@@ -2,6 +2,7 @@ package matcher
 
 import (
 	"math/bits"
+	"sort"
 	"sync"
 
 	"github.com/shareai/shareai/internal/money"
@@ -145,16 +146,7 @@ func (r *Ranking) intersect(ths []threshold) (sp span, ok bool) {
 
 // prefixLen returns how many of ao's candidates, best first, within is true for.
 func (r *Ranking) prefixLen(ao *attrOrder, within func(*Candidate) bool) int {
-	lo, hi := 0, len(ao.byValue)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if within(&r.cands[ao.byValue[m]]) {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return lo
+	return sort.Search(len(ao.byValue), func(j int) bool { return !within(&r.cands[ao.byValue[j]]) })
 }
 
 func setBit(b []uint64, p int) { b[p/64] |= 1 << (p % 64) }
