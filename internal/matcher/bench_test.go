@@ -122,9 +122,9 @@ func BenchmarkMatch_100k_Hard(b *testing.B) {
 }
 
 // BenchmarkMatch_100k_Worst is one decision at 100,000 nodes in cases the index cannot
-// bound: a fleet 99% busy (every walk checks the busy nodes before the free ones, live), and
-// two filters that each let half the fleet through but together only 20 nodes (the walk
-// reads the smaller of the two sets).
+// bound: a fleet 99% busy (every walk checks the busy nodes before the free ones, live), a
+// region busy but for 10 nodes in a free fleet, and two filters that each let half the fleet
+// through but together only 20 nodes (the walk reads the smaller of the two sets).
 func BenchmarkMatch_100k_Worst(b *testing.B) {
 	busy := fleetOf(100_000)
 	for i := range busy {
@@ -156,6 +156,23 @@ func BenchmarkMatch_100k_Worst(b *testing.B) {
 			})
 		})
 	}
+	// A region whose nodes are all busy but 10, in a fleet whose other nodes are all free, as
+	// Europe's evening is in the simulated market: tracked, the walk skips the free nodes of
+	// other countries 64 at a time too.
+	region := fleetOf(100_000)
+	for i := range region {
+		c := &region[i]
+		c.Slot, c.Running = offer(c.NodeID, c.MaxConcurrent, 0), 0
+		if c.Region == "de" || c.Region == "fr" || c.Region == "nl" {
+			if i%10_000 != 0 {
+				c.Running = c.MaxConcurrent
+			}
+			c.Slot.(*testOffer).running = c.Running
+		}
+	}
+	b.Run("busy_region_live/tracked", func(b *testing.B) {
+		benchLive(b, region, true, []decisionCase{{name: "eu", prefs: Prefs{Regions: []string{"eu"}}}})
+	})
 	split := fleetOf(100_000)
 	for i := range split {
 		split[i].Region = "us"

@@ -20,8 +20,8 @@ import (
 // candidates one by one.
 const thresholdSteps = 64
 
-// maxRegionBitmaps bounds a sort's cache of region bitmaps: requests name few sets of
-// countries. A set that finds the cache full is walked as before, through its lists.
+// maxRegionBitmaps bounds a cache of region bitmaps (a sort's, or a tracked index's):
+// requests name few sets of countries. A set that finds the cache full is walked as before.
 const maxRegionBitmaps = 32
 
 // thresholdBits holds, for an attribute, the places of the candidates best by it, step by
@@ -72,26 +72,38 @@ func (t *thresholdBits) below(dst []uint64, m int, ao *attrOrder, si *sortIndex)
 // regionBits returns the bitmap of the places of the candidates in the countries of set, or
 // nil when the cache is full and set is not in it.
 func (si *sortIndex) regionBits(set *regionSet) []uint64 {
-	si.regionMu.Lock()
-	defer si.regionMu.Unlock()
-	if b, ok := si.regionMaps[*set]; ok {
+	return si.regions.get(set, len(si.order), &si.countries)
+}
+
+// regionMaps caches, by set of countries, the bitmap of the members of those countries.
+type regionMaps struct {
+	mu sync.Mutex
+	m  map[regionSet][]uint64
+}
+
+// get returns the bitmap of n bits with the bits members lists for set's countries, or nil
+// when the cache is full and set is not in it.
+func (rm *regionMaps) get(set *regionSet, n int, members *[26 * 26][]int32) []uint64 {
+	rm.mu.Lock()
+	defer rm.mu.Unlock()
+	if b, ok := rm.m[*set]; ok {
 		return b
 	}
-	if len(si.regionMaps) == maxRegionBitmaps {
+	if len(rm.m) == maxRegionBitmaps {
 		return nil
 	}
-	b := make([]uint64, (len(si.order)+63)/64)
+	b := make([]uint64, (n+63)/64)
 	for w, word := range set {
 		for ; word != 0; word &= word - 1 {
-			for _, p := range si.countries[w*64+bits.TrailingZeros64(word)] {
+			for _, p := range members[w*64+bits.TrailingZeros64(word)] {
 				setBit(b, int(p))
 			}
 		}
 	}
-	if si.regionMaps == nil {
-		si.regionMaps = make(map[regionSet][]uint64)
+	if rm.m == nil {
+		rm.m = make(map[regionSet][]uint64)
 	}
-	si.regionMaps[*set] = b
+	rm.m[*set] = b
 	return b
 }
 

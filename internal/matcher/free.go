@@ -76,10 +76,15 @@ func (ix *Index) mayTake(i int) bool {
 	return ix.fm == nil || ix.fm.free[i/64].Load()&(1<<(i%64)) != 0
 }
 
-// nextFree returns the first candidate from i up to end whose bit is set, or end.
-func (fm *freeMap) nextFree(i, end int) int {
+// nextFree returns the first candidate from i up to end whose bit is set, and set in the
+// bitmap in unless it is nil, or end.
+func (fm *freeMap) nextFree(i, end int, in []uint64) int {
 	for i < end {
-		if word := fm.free[i/64].Load() >> (i % 64); word != 0 {
+		word := fm.free[i/64].Load()
+		if in != nil {
+			word &= in[i/64]
+		}
+		if word >>= i % 64; word != 0 {
 			return min(i+bits.TrailingZeros64(word), end)
 		}
 		i = (i/64 + 1) * 64

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 
@@ -17,8 +18,9 @@ type unwatched struct{ *testOffer }
 func (unwatched) Watch(*FreeHint) bool { return false }
 
 // TestTrack_SameDecisions holds a tracked index to the decisions of an index that is not, on
-// the same live slots, through a random run of decisions and frees: the free map only skips
-// nodes that cannot take the job, so every decision takes a node of the same group (the same
+// the same live slots, through a random run of decisions and frees, some of them for a few
+// countries: the free map, and the countries' bitmap, only skip nodes that cannot take the
+// job, so every decision takes a node of the same group (the same
 // standing and price, warm or cold), and when none can, both count the same reasons. Within
 // the group the node may differ: an index not tracked also pairs the nodes its snapshot
 // thinks free and finds full (take), which the tracked one skips.
@@ -32,6 +34,7 @@ func TestTrack_SameDecisions(t *testing.T) {
 		o.gold = rng.IntN(2) * min(1, o.c.MaxConcurrent-1)
 		offers = append(offers, o)
 		c := candidates(o)[0]
+		c.Region = []string{"de", "fr", "us", "jp", ""}[rng.IntN(5)]
 		c.Paused = rng.IntN(10) == 0
 		c.Warm = rng.IntN(3) != 0
 		cands = append(cands, c)
@@ -47,6 +50,7 @@ func TestTrack_SameDecisions(t *testing.T) {
 	}
 	rp, rt := rand.New(rand.NewPCG(3, 4)), rand.New(rand.NewPCG(3, 4)) // the same rotation
 	tiers := []tier.Tier{tier.Gold, tier.Silver, tier.Bronze}
+	regions := [][]string{nil, nil, {"eu"}, {"us", "jp"}} // the tracked walk skips the others' free nodes too
 	busy := 0
 	for step := range 5000 {
 		if rng.IntN(3) == 0 { // free a random slot
@@ -55,7 +59,7 @@ func TestTrack_SameDecisions(t *testing.T) {
 			}
 			continue
 		}
-		req := Request{Model: model, Tier: tiers[rng.IntN(len(tiers))]}
+		req := Request{Model: model, Tier: tiers[rng.IntN(len(tiers))], Prefs: Prefs{Regions: regions[rng.IntN(len(regions))]}}
 		req.Rand = rt
 		got, errT := tracked.Pick(req)
 		if errT == nil {
@@ -158,5 +162,51 @@ func TestTrack_Concurrent(t *testing.T) {
 		if !ix.mayTake(i) {
 			t.Errorf("%s's bit is clear with its slots free", c.NodeID)
 		}
+	}
+}
+
+// A tracked index's decision for a few countries walks only their free nodes: Pick keeps the
+// countries' bitmap over the index's candidates (exactly theirs), and nextFree skips the free
+// nodes whose bit in it is clear as it skips the full ones.
+func TestTrack_RegionSkipsForeignFreeNodes(t *testing.T) {
+	var offers []*testOffer
+	for i := range 300 {
+		offers = append(offers, offer(fmt.Sprint("n", i), 1, 1)) // one group, all free
+	}
+	cands := candidates(offers...)
+	for i := range cands {
+		cands[i].Region = "us"
+		if i%100 == 42 {
+			cands[i].Region = "de"
+		}
+	}
+	ix := NewIndex(cands)
+	ix.Track()
+	req := Request{Model: model, Prefs: Prefs{Regions: []string{"eu"}}, Rand: seeded()}
+	c, err := ix.Pick(req)
+	if err != nil || c.Region != "de" {
+		t.Fatalf("pick for eu: %v (%s), %v", c.NodeID, c.Region, err)
+	}
+	set := allowed([]string{"eu"})
+	in := ix.regions.m[set]
+	if in == nil {
+		t.Fatal("the tracked pick for eu kept no bitmap of eu's candidates")
+	}
+	var want []int
+	for i := range ix.cands {
+		if ix.cands[i].Region == "de" {
+			want = append(want, i)
+		}
+	}
+	var walked []int
+	for i := ix.fm.nextFree(0, len(ix.cands), in); i < len(ix.cands); i = ix.fm.nextFree(i+1, len(ix.cands), in) {
+		walked = append(walked, i)
+	}
+	if got := setBits(in, len(ix.cands)); !slices.Equal(got, want) {
+		t.Errorf("eu's bitmap holds %v, want %v", got, want)
+	}
+	// The node Pick took is full: its bit is clear, and the walk meets the two others only.
+	if len(walked) != 2 || ix.cands[walked[0]].Region != "de" || ix.cands[walked[1]].Region != "de" {
+		t.Errorf("the walk for eu meets %v; want the 2 free German nodes of %v", walked, want)
 	}
 }

@@ -38,8 +38,11 @@ type Index struct {
 	// countries holds each country's candidate numbers, live or not (regionIndex).
 	countries lazy[*[26 * 26][]int32]
 
-	// fm, once the index is tracked (Track), says which candidates may take a job (free.go).
-	fm *freeMap
+	// fm, once the index is tracked (Track), says which candidates may take a job (free.go),
+	// and regions, by set of countries asked for, which candidates are in them: Pick's walk
+	// ANDs the two, so that it skips the free nodes of other countries as it skips full ones.
+	fm      *freeMap
+	regions regionMaps
 }
 
 // countryMembers returns each country's candidates, by number.
@@ -157,7 +160,13 @@ func (ix *Index) Pick(req Request) (Candidate, error) {
 	if ix.narrow(&f) {
 		return ix.Take(req)
 	}
-	var counts [numReasons]int
+	var (
+		counts [numReasons]int
+		in     []uint64 // with a tracked index: the candidates in the allowed countries, or nil
+	)
+	if ix.fm != nil && f.inRegions {
+		in = ix.regions.get(&f.regions, len(ix.cands), ix.countryMembers())
+	}
 	turn := ix.next(req.Rand)
 	for _, skip := range []bool{true, false} {
 		if skip && ix.fm == nil {
@@ -166,7 +175,7 @@ func (ix *Index) Pick(req Request) (Candidate, error) {
 		counts = [numReasons]int{}
 		for g := 0; g+1 < len(ix.groups); g++ {
 			start, end := ix.groups[g], ix.groups[g+1]
-			if c := ix.take(&f, start, end, int(turn%uint64(end-start)), skip, &counts); c != nil {
+			if c := ix.take(&f, start, end, int(turn%uint64(end-start)), skip, in, &counts); c != nil {
 				return *c, nil
 			}
 		}
@@ -221,14 +230,15 @@ func (ix *Index) next(r *rand.Rand) uint64 {
 // start+from: of the first two eligible nodes it meets, the less loaded (the first when both
 // are equal, and at once when it is idle), so that equal nodes share the load as well as the
 // requests at the cost of one check more. A node whose slots are all taken is skipped; with
-// skip, so are those the free map says can take no job, unchecked. It counts the reason of
+// skip, so are those the free map says can take no job and, unless in is nil, those whose bit
+// in it is clear (the countries not allowed), unchecked. It counts the reason of
 // each node it finds ineligible, or busy, and returns nil when it takes none.
-func (ix *Index) take(f *filter, start, end, from int, skip bool, counts *[numReasons]int) *Candidate {
+func (ix *Index) take(f *filter, start, end, from int, skip bool, in []uint64, counts *[numReasons]int) *Candidate {
 	held := -1 // the first eligible node met, not idle: the next may be less loaded
 	for _, seg := range [2][2]int{{start + from, end}, {start, start + from}} {
 		for i := seg[0]; ; i++ {
 			if skip {
-				i = ix.fm.nextFree(i, seg[1])
+				i = ix.fm.nextFree(i, seg[1], in)
 			}
 			if i >= seg[1] {
 				break

@@ -66,11 +66,10 @@ type sortIndex struct {
 	ids lazy[[][]int32]
 	// levels holds, by attribute and side, the nested sets a threshold walks (levels).
 	levels [numAttrs][numSides]lazy[[][]int32]
-	// thresholds and regionMaps are the bitmaps intersect ANDs (bits.go): by attribute, its
+	// thresholds and regions are the bitmaps intersect ANDs (bits.go): by attribute, its
 	// threshold's steps; by set of countries asked for, its places.
 	thresholds [numAttrs]lazy[*thresholdBits]
-	regionMu   sync.Mutex
-	regionMaps map[regionSet][]uint64
+	regions    regionMaps
 }
 
 // newSortIndex orders the live candidates of cands by sort s. presorted, if given, has the
