@@ -123,7 +123,7 @@ func BenchmarkMatch_100k_Hard(b *testing.B) {
 
 // BenchmarkMatch_100k_Worst is one decision at 100,000 nodes in cases the index cannot
 // bound: a fleet 99% busy (every walk checks the busy nodes before the free ones, live), a
-// region busy but for 10 nodes in a free fleet, and two filters that each let half the fleet
+// region, or the nodes under a price cap, busy but for a few in a free fleet, and two filters that each let half the fleet
 // through but together only 20 nodes (the walk reads the smaller of the two sets).
 func BenchmarkMatch_100k_Worst(b *testing.B) {
 	busy := fleetOf(100_000)
@@ -172,6 +172,19 @@ func BenchmarkMatch_100k_Worst(b *testing.B) {
 	}
 	b.Run("busy_region_live/tracked", func(b *testing.B) {
 		benchLive(b, region, true, []decisionCase{{name: "eu", prefs: Prefs{Regions: []string{"eu"}}}})
+	})
+	// The nodes under a price cap busy but for one, the rest free: the cheap ones full at peak.
+	cheap := fleetOf(100_000)
+	for i := range cheap {
+		c := &cheap[i]
+		c.Slot, c.Running = offer(c.NodeID, c.MaxConcurrent, 0), 0
+		if c.InputPrice <= usd("0.1") && i%10_000 != 0 {
+			c.Running = c.MaxConcurrent
+			c.Slot.(*testOffer).running = c.Running
+		}
+	}
+	b.Run("busy_cheap_live/tracked", func(b *testing.B) {
+		benchLive(b, cheap, true, []decisionCase{{name: "max_price", prefs: Prefs{MaxPrice: PriceCap{Prompt: ptr(usd("0.1"))}}}})
 	})
 	split := fleetOf(100_000)
 	for i := range split {

@@ -34,30 +34,42 @@ type thresholdBits struct {
 
 // thresholdOf returns attribute a's threshold bitmaps over si's places.
 func (si *sortIndex) thresholdOf(ao *attrOrder, a int) *thresholdBits {
-	return si.thresholds[a].get(func() *thresholdBits {
-		n := len(si.order)
-		words := (n + 63) / 64
-		t := &thresholdBits{q: max(1, (n+thresholdSteps-1)/thresholdSteps)}
-		steps := (n + t.q - 1) / t.q
-		backing := make([]uint64, steps*words)
-		t.cum = make([][]uint64, steps)
-		for k := range t.cum {
-			t.cum[k] = backing[k*words : (k+1)*words : (k+1)*words]
-		}
-		for r, i := range ao.byValue { // each step's own places, then each step's and those before
-			setBit(t.cum[r/t.q], int(si.place[i]))
-		}
-		for k := 1; k < steps; k++ {
-			for w, word := range t.cum[k-1] {
-				t.cum[k][w] |= word
-			}
-		}
-		return t
-	})
+	return si.thresholds[a].get(func() *thresholdBits { return newThresholdBits(ao, len(si.order), si.place) })
 }
 
-// below sets into dst exactly the places of the candidates that rank below m in ao.
-func (t *thresholdBits) below(dst []uint64, m int, ao *attrOrder, si *sortIndex) {
+// newThresholdBits builds the threshold bitmaps of ao's order over n bits: candidate i's
+// is bit place[i], or bit i when place is nil.
+func newThresholdBits(ao *attrOrder, n int, place []int32) *thresholdBits {
+	words := (n + 63) / 64
+	t := &thresholdBits{q: max(1, (n+thresholdSteps-1)/thresholdSteps)}
+	steps := (n + t.q - 1) / t.q
+	backing := make([]uint64, steps*words)
+	t.cum = make([][]uint64, steps)
+	for k := range t.cum {
+		t.cum[k] = backing[k*words : (k+1)*words : (k+1)*words]
+	}
+	for r, i := range ao.byValue { // each step's own places, then each step's and those before
+		setBit(t.cum[r/t.q], bitOf(i, place))
+	}
+	for k := 1; k < steps; k++ {
+		for w, word := range t.cum[k-1] {
+			t.cum[k][w] |= word
+		}
+	}
+	return t
+}
+
+// bitOf returns candidate i's bit: place[i], or i when place is nil.
+func bitOf(i int32, place []int32) int {
+	if place == nil {
+		return int(i)
+	}
+	return int(place[i])
+}
+
+// below sets into dst exactly the bits of the candidates that rank below m in ao (place: as
+// newThresholdBits).
+func (t *thresholdBits) below(dst []uint64, m int, ao *attrOrder, place []int32) {
 	k := m / t.q
 	if k == 0 {
 		clear(dst)
@@ -65,7 +77,7 @@ func (t *thresholdBits) below(dst []uint64, m int, ao *attrOrder, si *sortIndex)
 		copy(dst, t.cum[k-1])
 	}
 	for _, i := range ao.byValue[k*t.q : m] {
-		setBit(dst, int(si.place[i]))
+		setBit(dst, bitOf(i, place))
 	}
 }
 
@@ -136,12 +148,12 @@ func (r *Ranking) intersect(ths []threshold) (sp span, ok bool) {
 	defer putBits(tmp)
 	for j, th := range ths {
 		ao := r.ix.attrOrder(th.a)
-		m := r.prefixLen(ao, func(c *Candidate) bool { return th.within(f, c) })
+		m := prefixLen(r.cands, ao, func(c *Candidate) bool { return th.within(f, c) })
 		dst := tmp
 		if j == 0 {
 			dst = acc
 		}
-		r.si.thresholdOf(ao, th.a).below(dst, m, ao, si)
+		r.si.thresholdOf(ao, th.a).below(dst, m, ao, si.place)
 		if j > 0 {
 			and(acc, tmp)
 		}
@@ -156,9 +168,9 @@ func (r *Ranking) intersect(ths []threshold) (sp span, ok bool) {
 	return span{all: true, bits: acc, size: size}, true
 }
 
-// prefixLen returns how many of ao's candidates, best first, within is true for.
-func (r *Ranking) prefixLen(ao *attrOrder, within func(*Candidate) bool) int {
-	return sort.Search(len(ao.byValue), func(j int) bool { return !within(&r.cands[ao.byValue[j]]) })
+// prefixLen returns how many of ao's candidates (of cands), best first, within is true for.
+func prefixLen(cands []Candidate, ao *attrOrder, within func(*Candidate) bool) int {
+	return sort.Search(len(ao.byValue), func(j int) bool { return !within(&cands[ao.byValue[j]]) })
 }
 
 func setBit(b []uint64, p int) { b[p/64] |= 1 << (p % 64) }

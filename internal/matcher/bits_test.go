@@ -29,7 +29,7 @@ func TestThresholdBits_Below(t *testing.T) {
 			dst[i] = ^uint64(0) // below overwrites whatever the bitmap held
 		}
 		for m := 0; m <= n; m++ {
-			tb.below(dst, m, ao, si)
+			tb.below(dst, m, ao, si.place)
 			var want []int
 			for _, i := range ao.byValue[:m] {
 				want = append(want, int(si.place[i]))

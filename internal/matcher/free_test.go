@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/tier"
 )
 
@@ -19,8 +20,8 @@ func (unwatched) Watch(*FreeHint) bool { return false }
 
 // TestTrack_SameDecisions holds a tracked index to the decisions of an index that is not, on
 // the same live slots, through a random run of decisions and frees, some of them for a few
-// countries: the free map, and the countries' bitmap, only skip nodes that cannot take the
-// job, so every decision takes a node of the same group (the same
+// countries, under a price cap or a reliability floor: the free map, and the bitmaps of the
+// countries and thresholds, only skip nodes that cannot take the job, so every decision takes a node of the same group (the same
 // standing and price, warm or cold), and when none can, both count the same reasons. Within
 // the group the node may differ: an index not tracked also pairs the nodes its snapshot
 // thinks free and finds full (take), which the tracked one skips.
@@ -35,6 +36,8 @@ func TestTrack_SameDecisions(t *testing.T) {
 		offers = append(offers, o)
 		c := candidates(o)[0]
 		c.Region = []string{"de", "fr", "us", "jp", ""}[rng.IntN(5)]
+		c.OutputPrice = money.Price(1 + rng.IntN(4))
+		c.Reliability = 0.8 + rng.Float64()/5
 		c.Paused = rng.IntN(10) == 0
 		c.Warm = rng.IntN(3) != 0
 		cands = append(cands, c)
@@ -51,15 +54,20 @@ func TestTrack_SameDecisions(t *testing.T) {
 	rp, rt := rand.New(rand.NewPCG(3, 4)), rand.New(rand.NewPCG(3, 4)) // the same rotation
 	tiers := []tier.Tier{tier.Gold, tier.Silver, tier.Bronze}
 	regions := [][]string{nil, nil, {"eu"}, {"us", "jp"}} // the tracked walk skips the others' free nodes too
+	caps := []PriceCap{{}, {}, {Prompt: ptr(money.Price(3))}, {Completion: ptr(money.Price(2))}}
+	floors := []*float64{nil, nil, ptr(0.9)}
+	defer func(n int) { intersectAfter = n }(intersectAfter)
 	busy := 0
 	for step := range 5000 {
+		intersectAfter = []int{0, 1, 5, 128}[step%4] // the walk narrows to the thresholds after as many checks
 		if rng.IntN(3) == 0 { // free a random slot
 			if o := offers[rng.IntN(len(offers))]; o.Running() > 0 {
 				o.Release()
 			}
 			continue
 		}
-		req := Request{Model: model, Tier: tiers[rng.IntN(len(tiers))], Prefs: Prefs{Regions: regions[rng.IntN(len(regions))]}}
+		req := Request{Model: model, Tier: tiers[rng.IntN(len(tiers))], Prefs: Prefs{Regions: regions[rng.IntN(len(regions))],
+			MaxPrice: caps[rng.IntN(len(caps))], MinReliability: floors[rng.IntN(len(floors))]}}
 		req.Rand = rt
 		got, errT := tracked.Pick(req)
 		if errT == nil {
@@ -208,5 +216,34 @@ func TestTrack_RegionSkipsForeignFreeNodes(t *testing.T) {
 	// The node Pick took is full: its bit is clear, and the walk meets the two others only.
 	if len(walked) != 2 || ix.cands[walked[0]].Region != "de" || ix.cands[walked[1]].Region != "de" {
 		t.Errorf("the walk for eu meets %v; want the 2 free German nodes of %v", walked, want)
+	}
+}
+
+// A tracked walk that has checked intersectAfter nodes it could not take narrows to the
+// candidates within the request's thresholds, in its countries: exactly those.
+func TestTrack_NarrowWalk(t *testing.T) {
+	ix := NewIndex(fleetOf(3000))
+	ix.Track()
+	for _, p := range []Prefs{
+		{MaxPrice: PriceCap{Prompt: ptr(usd("0.1"))}},
+		{MaxPrice: PriceCap{Prompt: ptr(usd("0.2")), Completion: ptr(usd("0.3"))}, MinReliability: ptr(0.95)},
+		{Regions: []string{"eu"}, MinReliability: ptr(0.9)},
+	} {
+		f := newFilter(Request{Model: model, Prefs: p})
+		var w pickWalk
+		if f.inRegions {
+			w.in = ix.regions.get(&f.regions, len(ix.cands), ix.countryMembers())
+		}
+		ix.narrowWalk(&f, &w)
+		var want []int
+		for i := range ix.cands {
+			if why, _ := f.check(&ix.cands[i]); why == eligible || why == busy {
+				want = append(want, i)
+			}
+		}
+		if got := setBits(w.in, len(ix.cands)); len(want) == 0 || !slices.Equal(got, want) {
+			t.Errorf("%+v: the narrowed walk keeps %d candidates, want the %d its filters let through", p, len(got), len(want))
+		}
+		putBits(w.own)
 	}
 }

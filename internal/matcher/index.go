@@ -38,11 +38,13 @@ type Index struct {
 	// countries holds each country's candidate numbers, live or not (regionIndex).
 	countries lazy[*[26 * 26][]int32]
 
-	// fm, once the index is tracked (Track), says which candidates may take a job (free.go),
-	// and regions, by set of countries asked for, which candidates are in them: Pick's walk
-	// ANDs the two, so that it skips the free nodes of other countries as it skips full ones.
-	fm      *freeMap
-	regions regionMaps
+	// fm, once the index is tracked (Track), says which candidates may take a job (free.go);
+	// regions, by set of countries asked for, which candidates are in them, and thresholds,
+	// by attribute, which are within a bound: Pick's walk ANDs them (pickWalk), so that it
+	// skips the free nodes a request's filters refuse as it skips the full ones.
+	fm         *freeMap
+	regions    regionMaps
+	thresholds [numAttrs]lazy[*thresholdBits]
 }
 
 // countryMembers returns each country's candidates, by number.
@@ -162,11 +164,12 @@ func (ix *Index) Pick(req Request) (Candidate, error) {
 	}
 	var (
 		counts [numReasons]int
-		in     []uint64 // with a tracked index: the candidates in the allowed countries, or nil
+		w      pickWalk
 	)
 	if ix.fm != nil && f.inRegions {
-		in = ix.regions.get(&f.regions, len(ix.cands), ix.countryMembers())
+		w.in = ix.regions.get(&f.regions, len(ix.cands), ix.countryMembers())
 	}
+	defer putBits(w.own)
 	turn := ix.next(req.Rand)
 	for _, skip := range []bool{true, false} {
 		if skip && ix.fm == nil {
@@ -175,7 +178,7 @@ func (ix *Index) Pick(req Request) (Candidate, error) {
 		counts = [numReasons]int{}
 		for g := 0; g+1 < len(ix.groups); g++ {
 			start, end := ix.groups[g], ix.groups[g+1]
-			if c := ix.take(&f, start, end, int(turn%uint64(end-start)), skip, in, &counts); c != nil {
+			if c := ix.take(&f, start, end, int(turn%uint64(end-start)), skip, &w, &counts); c != nil {
 				return *c, nil
 			}
 		}
@@ -226,19 +229,67 @@ func (ix *Index) next(r *rand.Rand) uint64 {
 	return ix.turn.Add(1)
 }
 
+// pickWalk is what a tracked Pick's walk skips besides the full nodes: the candidates whose
+// bit in in is clear, unless in is nil. in starts as the allowed countries' candidates (a
+// cached bitmap), and once the walk has checked intersectAfter nodes it could not take, it
+// is narrowed to those within the request's max_price and min_reliability too (own, from
+// bitPool): at peak the nodes under a price cap are the full ones, and the walk would check
+// every free node over it.
+type pickWalk struct {
+	in       []uint64
+	own      []uint64
+	checked  int
+	narrowed bool
+	ths      [3]threshold
+}
+
+// narrowWalk ANDs w.in with the bitmaps of the candidates within f's thresholds, if f has any.
+func (ix *Index) narrowWalk(f *filter, w *pickWalk) {
+	w.narrowed = true
+	ths := thresholdsOf(&f.p, w.ths[:0])
+	if len(ths) == 0 {
+		return
+	}
+	n := len(ix.cands)
+	acc, tmp := getBits(n), getBits(n)
+	defer putBits(tmp)
+	for j, th := range ths {
+		ao, tb := ix.thresholdOf(th.a)
+		m := prefixLen(ix.cands, ao, func(c *Candidate) bool { return th.within(f, c) })
+		dst := tmp
+		if j == 0 {
+			dst = acc
+		}
+		tb.below(dst, m, ao, nil)
+		if j > 0 {
+			and(acc, tmp)
+		}
+	}
+	if w.in != nil {
+		and(acc, w.in)
+	}
+	w.in, w.own = acc, acc
+}
+
+// thresholdOf returns attribute a's order and its threshold bitmaps over the candidates.
+func (ix *Index) thresholdOf(a int) (*attrOrder, *thresholdBits) {
+	ao := ix.attrOrder(a)
+	return ao, ix.thresholds[a].get(func() *thresholdBits { return newThresholdBits(ao, len(ix.cands), nil) })
+}
+
 // take takes a slot on a node of the group of candidates [start, end), walking it from
 // start+from: of the first two eligible nodes it meets, the less loaded (the first when both
 // are equal, and at once when it is idle), so that equal nodes share the load as well as the
 // requests at the cost of one check more. A node whose slots are all taken is skipped; with
-// skip, so are those the free map says can take no job and, unless in is nil, those whose bit
-// in it is clear (the countries not allowed), unchecked. It counts the reason of
-// each node it finds ineligible, or busy, and returns nil when it takes none.
-func (ix *Index) take(f *filter, start, end, from int, skip bool, in []uint64, counts *[numReasons]int) *Candidate {
+// skip, so are those the free map says can take no job and those w skips, unchecked. It
+// counts the reason of each node it finds ineligible, or busy, and returns nil when it takes
+// none.
+func (ix *Index) take(f *filter, start, end, from int, skip bool, w *pickWalk, counts *[numReasons]int) *Candidate {
 	held := -1 // the first eligible node met, not idle: the next may be less loaded
 	for _, seg := range [2][2]int{{start + from, end}, {start, start + from}} {
 		for i := seg[0]; ; i++ {
 			if skip {
-				i = ix.fm.nextFree(i, seg[1], in)
+				i = ix.fm.nextFree(i, seg[1], w.in)
 			}
 			if i >= seg[1] {
 				break
@@ -251,6 +302,9 @@ func (ix *Index) take(f *filter, start, end, from int, skip bool, in []uint64, c
 			if why != eligible {
 				counts[why]++
 				ix.clear(i, why)
+				if w.checked++; skip && w.checked == intersectAfter && !w.narrowed {
+					ix.narrowWalk(f, w)
+				}
 				continue
 			}
 			if held < 0 && liveLoad(c) > 0 {

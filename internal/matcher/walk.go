@@ -272,9 +272,10 @@ func (r *Ranking) narrow() {
 
 // thresholds returns the request's bounds on attributes that let through a prefix of the
 // attribute's order: max_price's and min_reliability.
-func (r *Ranking) thresholds() []threshold {
-	p := &r.f.p
-	ths := r.ths[:0]
+func (r *Ranking) thresholds() []threshold { return thresholdsOf(&r.f.p, r.ths[:0]) }
+
+// thresholdsOf appends p's thresholds to ths.
+func thresholdsOf(p *Prefs, ths []threshold) []threshold {
 	if c := p.MaxPrice.Prompt; c != nil {
 		ths = append(ths, threshold{a: attrInput, price: *c})
 	}
@@ -343,7 +344,7 @@ func (r *Ranking) latencySpan(side int) span {
 func (r *Ranking) levelSpan(a, side int, within func(*Candidate) bool) span {
 	ao := r.ix.attrOrder(a)
 	n := len(ao.byValue)
-	m := r.prefixLen(ao, within)
+	m := prefixLen(r.cands, ao, within)
 	if side == suffix {
 		m = n - m
 	}
