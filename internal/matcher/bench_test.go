@@ -123,7 +123,8 @@ func BenchmarkMatch_100k_Hard(b *testing.B) {
 
 // BenchmarkMatch_100k_Worst is one decision at 100,000 nodes in cases the index cannot
 // bound: a fleet 99% busy (every walk checks the busy nodes before the free ones, live), a
-// region, or the nodes under a price cap, busy but for a few in a free fleet, and two filters that each let half the fleet
+// region, or the nodes under a price cap, busy but for a few in a free fleet, every node full
+// to silver but for its gold slot, and two filters that each let half the fleet
 // through but together only 20 nodes (the walk reads the smaller of the two sets).
 func BenchmarkMatch_100k_Worst(b *testing.B) {
 	busy := fleetOf(100_000)
@@ -185,6 +186,20 @@ func BenchmarkMatch_100k_Worst(b *testing.B) {
 	}
 	b.Run("busy_cheap_live/tracked", func(b *testing.B) {
 		benchLive(b, cheap, true, []decisionCase{{name: "max_price", prefs: Prefs{MaxPrice: PriceCap{Prompt: ptr(usd("0.1"))}}}})
+	})
+	// Every node full but for the slot it keeps for gold, 10 of them idle: a silver decision.
+	gold := fleetOf(100_000)
+	for i := range gold {
+		c := &gold[i]
+		o := offer(c.NodeID, c.MaxConcurrent, 0)
+		o.gold, o.running = 1, c.MaxConcurrent-1
+		if i%10_000 == 0 {
+			o.running = 0
+		}
+		c.Slot, c.Running, c.GoldSlots = o, o.running, o.gold
+	}
+	b.Run("busy_but_gold_live/tracked", func(b *testing.B) {
+		benchLive(b, gold, true, []decisionCase{{name: "silver", prefs: Prefs{}}})
 	})
 	split := fleetOf(100_000)
 	for i := range split {

@@ -101,14 +101,14 @@ func TestTrack_FreedNodeTaken(t *testing.T) {
 	if c, err := ix.Pick(req); err != nil || c.NodeID != "cheap" {
 		t.Fatalf("first pick %v, %v; want cheap", c.NodeID, err)
 	}
-	if ix.mayTake(0) {
+	if ix.mayTake(0, tier.Silver) || ix.mayTake(0, tier.Gold) {
 		t.Error("cheap's bit is set with its only slot taken")
 	}
 	if c, err := ix.Pick(req); err != nil || c.NodeID != "dear" {
 		t.Fatalf("second pick %v, %v; want dear, cheap being full", c.NodeID, err)
 	}
 	cheap.Release()
-	if !ix.mayTake(0) {
+	if !ix.mayTake(0, tier.Silver) || !ix.mayTake(0, tier.Gold) {
 		t.Error("cheap's bit is clear after its slot was freed")
 	}
 	if c, err := ix.Pick(req); err != nil || c.NodeID != "cheap" {
@@ -121,8 +121,8 @@ func TestTrack_FreedNodeTaken(t *testing.T) {
 	u.running = 1
 	ix = NewIndex(cs)
 	ix.Track()
-	if ix.mayTake(0) || !ix.mayTake(1) {
-		t.Errorf("tracked: paused may take %v, full unwatched %v; want false, true", ix.mayTake(0), ix.mayTake(1))
+	if ix.mayTake(0, tier.Gold) || !ix.mayTake(1, tier.Silver) {
+		t.Errorf("tracked: paused may take %v, full unwatched %v; want false, true", ix.mayTake(0, tier.Gold), ix.mayTake(1, tier.Silver))
 	}
 	_, err := ix.Pick(req)
 	if np, ok := errors.AsType[*NoProvider](err); !ok || np.Error() != "2 nodes serve llama3.1:8b: 1 busy, 1 paused" {
@@ -136,7 +136,10 @@ func TestTrack_FreedNodeTaken(t *testing.T) {
 func TestTrack_Concurrent(t *testing.T) {
 	var offers []*testOffer
 	for i := range 200 {
-		offers = append(offers, offer(fmt.Sprint("n", i), 2, int64(1+i%3)))
+		o := offer(fmt.Sprint("n", i), 2, int64(1+i%3))
+		o.gold = i % 2 // one of two slots kept for gold: full to silver and bronze at one
+		o.noBronze = i%5 == 0
+		offers = append(offers, o)
 	}
 	ix := NewIndex(candidates(offers...))
 	ix.Track()
@@ -144,7 +147,7 @@ func TestTrack_Concurrent(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(g), 9))
-			req := Request{Model: model, Rand: rng}
+			req := Request{Model: model, Rand: rng, Tier: tier.All[g%len(tier.All)]}
 			var held []*testOffer
 			for range 3000 {
 				if len(held) > 0 && rng.IntN(2) == 0 {
@@ -167,8 +170,10 @@ func TestTrack_Concurrent(t *testing.T) {
 		if r := c.Slot.Running(); r != 0 {
 			t.Errorf("%s runs %d after every slot was freed", c.NodeID, r)
 		}
-		if !ix.mayTake(i) {
-			t.Errorf("%s's bit is clear with its slots free", c.NodeID)
+		for _, tr := range tier.All {
+			if !ix.mayTake(i, tr) && !(tr == tier.Bronze && c.NoBronze) {
+				t.Errorf("%s's bit for %s is clear with its slots free", c.NodeID, tr)
+			}
 		}
 	}
 }
@@ -207,7 +212,7 @@ func TestTrack_RegionSkipsForeignFreeNodes(t *testing.T) {
 		}
 	}
 	var walked []int
-	for i := ix.fm.nextFree(0, len(ix.cands), in); i < len(ix.cands); i = ix.fm.nextFree(i+1, len(ix.cands), in) {
+	for i := ix.fm.nextFree(0, len(ix.cands), tier.Silver, in); i < len(ix.cands); i = ix.fm.nextFree(i+1, len(ix.cands), tier.Silver, in) {
 		walked = append(walked, i)
 	}
 	if got := setBits(in, len(ix.cands)); !slices.Equal(got, want) {
@@ -245,5 +250,48 @@ func TestTrack_NarrowWalk(t *testing.T) {
 			t.Errorf("%+v: the narrowed walk keeps %d candidates, want the %d its filters let through", p, len(got), len(want))
 		}
 		putBits(w.own)
+	}
+}
+
+// Each tier has its own map: a node whose slots are all taken but the one kept for gold is
+// skipped by silver and bronze walks, not by gold's, and a node that refuses bronze only by
+// bronze's.
+func TestTrack_TierMaps(t *testing.T) {
+	kept, picky := offer("kept", 2, 1), offer("picky", 1, 2)
+	kept.gold, picky.noBronze = 1, true
+	ix := NewIndex(candidates(kept, picky))
+	ix.Track()
+	if !ix.mayTake(0, tier.Silver) || ix.mayTake(1, tier.Bronze) || !ix.mayTake(1, tier.Silver) {
+		t.Fatalf("at the start: kept may take silver %v, picky bronze %v, silver %v; want true, false, true",
+			ix.mayTake(0, tier.Silver), ix.mayTake(1, tier.Bronze), ix.mayTake(1, tier.Silver))
+	}
+	pick := func(tr tier.Tier) string {
+		c, err := ix.Pick(Request{Model: model, Tier: tr, Rand: seeded()})
+		if err != nil {
+			return err.Error()
+		}
+		return c.NodeID
+	}
+	if got := pick(tier.Silver); got != "kept" {
+		t.Fatalf("silver took %s, want kept", got)
+	}
+	if ix.mayTake(0, tier.Silver) || ix.mayTake(0, tier.Bronze) || !ix.mayTake(0, tier.Gold) {
+		t.Errorf("kept with its shared slot taken: may take silver %v, bronze %v, gold %v; want false, false, true",
+			ix.mayTake(0, tier.Silver), ix.mayTake(0, tier.Bronze), ix.mayTake(0, tier.Gold))
+	}
+	if got := pick(tier.Bronze); got != "2 nodes serve llama3.1:8b: 1 busy, 1 refuses bronze" {
+		t.Errorf("bronze: %s; want both counted", got)
+	}
+	if got := pick(tier.Gold); got != "kept" {
+		t.Errorf("gold took %s, want kept's gold slot", got)
+	}
+	if ix.mayTake(0, tier.Gold) {
+		t.Error("kept's gold bit is set with both its slots taken")
+	}
+	kept.Release()
+	for _, tr := range tier.All {
+		if !ix.mayTake(0, tr) {
+			t.Errorf("kept's %s bit is clear after a slot was freed", tr)
+		}
 	}
 }

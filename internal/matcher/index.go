@@ -289,7 +289,7 @@ func (ix *Index) take(f *filter, start, end, from int, skip bool, w *pickWalk, c
 	for _, seg := range [2][2]int{{start + from, end}, {start, start + from}} {
 		for i := seg[0]; ; i++ {
 			if skip {
-				i = ix.fm.nextFree(i, seg[1], w.in)
+				i = ix.fm.nextFree(i, seg[1], f.tier, w.in)
 			}
 			if i >= seg[1] {
 				break

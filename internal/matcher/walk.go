@@ -147,7 +147,7 @@ func (r *Ranking) walkOne() {
 		}
 		w.read++
 		i := int(si.order[place])
-		if r.walked != nil && r.walked[i] || !r.ix.mayTake(i) {
+		if r.walked != nil && r.walked[i] || !r.ix.mayTake(i, f.tier) {
 			continue
 		}
 		c := &r.cands[i]
