@@ -75,10 +75,12 @@ func benchLive(b *testing.B, cands []Candidate, tracked bool, cases []decisionCa
 				start := time.Now()
 				c, err := decide(ix, req)
 				times = append(times, time.Since(start))
-				if err != nil {
+				if (err != nil) != bc.none {
 					b.Fatal(err)
 				}
-				c.Slot.(*testOffer).Release()
+				if err == nil {
+					c.Slot.(*testOffer).Release()
+				}
 			}
 			slices.Sort(times)
 			b.ReportMetric(float64(times[len(times)/2].Nanoseconds())/1000, "p50-µs")
@@ -124,7 +126,8 @@ func BenchmarkMatch_100k_Hard(b *testing.B) {
 // BenchmarkMatch_100k_Worst is one decision at 100,000 nodes in cases the index cannot
 // bound: a fleet 99% busy (every walk checks the busy nodes before the free ones, live), a
 // region, or the nodes under a price cap, busy but for a few in a free fleet, every node full
-// to silver but for its gold slot, and two filters that each let half the fleet
+// to silver but for its gold slot, every node full (a refusal counts every node's reason:
+// O(n) still), and two filters that each let half the fleet
 // through but together only 20 nodes (the walk reads the smaller of the two sets).
 func BenchmarkMatch_100k_Worst(b *testing.B) {
 	busy := fleetOf(100_000)
@@ -198,6 +201,21 @@ func BenchmarkMatch_100k_Worst(b *testing.B) {
 		}
 		c.Slot, c.Running, c.GoldSlots = o, o.running, o.gold
 	}
+	// Every node full: the decision finds none, and counts every node's reason.
+	full := fleetOf(100_000)
+	for i := range full {
+		c := &full[i]
+		o := offer(c.NodeID, c.MaxConcurrent, 0)
+		o.running = c.MaxConcurrent
+		c.Slot, c.Running = o, o.running
+	}
+	b.Run("full_live/tracked", func(b *testing.B) {
+		benchLive(b, full, true, []decisionCase{
+			{name: "default", prefs: Prefs{}, none: true},
+			{name: "eu", prefs: Prefs{Regions: []string{"eu"}}, none: true},
+			{name: "latency", prefs: Prefs{Sort: SortLatency}, none: true},
+		})
+	})
 	b.Run("busy_but_gold_live/tracked", func(b *testing.B) {
 		benchLive(b, gold, true, []decisionCase{{name: "silver", prefs: Prefs{}}})
 	})

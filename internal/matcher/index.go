@@ -296,6 +296,10 @@ func (ix *Index) take(f *filter, start, end, from int, skip bool, w *pickWalk, c
 			}
 			c := &ix.cands[i]
 			why, _ := f.check(c)
+			if !skip && (why == busy || why == eligible) && !ix.mayTake(i, f.tier) {
+				counts[busy]++ // full, the free map says: no slot to read again, nothing to clear
+				continue
+			}
 			if why == busy && c.Slot != nil && c.Slot.Running() < c.Slots(f.tier) {
 				why = eligible // the snapshot's count is older than the slots: the live one decides
 			}

@@ -398,8 +398,8 @@ func (r *Ranking) countOne(i int) {
 	}
 	c := &r.cands[i]
 	why, _ := r.f.check(c)
-	if why == busy && c.Slot != nil && c.Slot.Running() < c.Slots(r.f.tier) {
-		why = eligible
+	if why == busy && c.Slot != nil && r.ix.mayTake(i, r.f.tier) && c.Slot.Running() < c.Slots(r.f.tier) {
+		why = eligible // not when the free map says it is full: no slot to read
 	}
 	if why == eligible {
 		why = busy // free only since the walk passed it
