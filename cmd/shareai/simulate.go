@@ -37,7 +37,8 @@ the node's weekly earnings and fill in the market (--fleet, or the built-in one)
 runs, as p10, p50 and p90; --windows, --ask and --model ask what if the node had other windows,
 another ask or another model. The GPU's speed comes from the market's class --gpu.
 The report goes to stdout (text, or --json); --html also writes a page with charts. Wall time
-and peak heap go to stderr. docs/architecture.md ("Simulation") says what is simulated how.`
+and peak heap go to stderr, and so does each market's progress, day by day, once a run has
+taken 10 s; ^C stops a run. docs/architecture.md ("Simulation") says what is simulated how.`
 
 // simulateFlags are simulate's settings.
 type simulateFlags struct {
@@ -167,7 +168,8 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := s.validate(fs); err != nil {
 		return err
 	}
-	opts := simulate.Options{Seed: s.seed, Duration: s.duration, Scale: s.scale, Policy: s.policyParsed, Workers: s.workers, Weight: s.weight}
+	opts := simulate.Options{Seed: s.seed, Duration: s.duration, Scale: s.scale, Policy: s.policyParsed, Workers: s.workers, Weight: s.weight,
+		Progress: stderr}
 	peak := watchHeap()
 	start := time.Now()
 	var (
@@ -181,17 +183,17 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	switch {
 	case s.provider != "":
 		var fr *simulate.ForecastReport
-		if fr, err = s.forecast(opts); err == nil {
+		if fr, err = s.forecast(ctx, opts); err == nil {
 			out = fr
 		}
 	case s.compare:
 		var rep *simulate.Report
-		if rep, err = simulate.Compare(s.fleetIn, s.demandIn, opts); err == nil {
+		if rep, err = simulate.Compare(ctx, s.fleetIn, s.demandIn, opts); err == nil {
 			out, requests = rep, rep.Requests.Total+rep.Requests.ByTier[3].Total
 		}
 	default:
 		var rep *simulate.Report
-		if rep, err = simulate.Run(s.fleetIn, s.demandIn, opts); err == nil {
+		if rep, err = simulate.Run(ctx, s.fleetIn, s.demandIn, opts); err == nil {
 			out, requests = rep, rep.Requests.Total+rep.Requests.ByTier[3].Total
 		}
 	}
@@ -233,7 +235,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 // forecast reads the provider's file as the agent reads it, makes its node a class of the
 // market with the speed of the class --gpu, and forecasts it; with what-if flags, the
 // changed node too.
-func (s *simulateFlags) forecast(opts simulate.Options) (*simulate.ForecastReport, error) {
+func (s *simulateFlags) forecast(ctx context.Context, opts simulate.Options) (*simulate.ForecastReport, error) {
 	var p config.Provider
 	pfs := providerFlags(&p)
 	if err := p.LoadFile(pfs, s.provider); err != nil {
@@ -274,7 +276,7 @@ func (s *simulateFlags) forecast(opts simulate.Options) (*simulate.ForecastRepor
 		}
 		whatIf = &w
 	}
-	fr, err := simulate.Forecast(s.fleetIn, s.demandIn, node, opts, s.seeds, whatIf, strings.Join(changes, ", "))
+	fr, err := simulate.Forecast(ctx, s.fleetIn, s.demandIn, node, opts, s.seeds, whatIf, strings.Join(changes, ", "))
 	if err != nil {
 		return nil, err
 	}

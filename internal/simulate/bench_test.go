@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"context"
 	"runtime"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ func benchDemand(b *testing.B, demand string, scale, weight int, d time.Duration
 	peakHeap := watchHeap()
 	var requests int64
 	for b.Loop() {
-		rep, err := Run(f, dm, Options{Seed: 1, Duration: d, Scale: scale, Weight: weight})
+		rep, err := Run(context.Background(), f, dm, Options{Seed: 1, Duration: d, Scale: scale, Weight: weight})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -98,7 +99,7 @@ func BenchmarkMarket_100kNodes_Week_LightDemand(b *testing.B) {
 	peakHeap := watchHeap()
 	var requests int64
 	for b.Loop() {
-		rep, err := Run(f, d, Options{Seed: 1, Duration: 7 * 24 * time.Hour})
+		rep, err := Run(context.Background(), f, d, Options{Seed: 1, Duration: 7 * 24 * time.Hour})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"context"
 	"cmp"
 	"slices"
 	"time"
@@ -150,8 +151,8 @@ func (w *world) bound(s *stats) (BoundResult, float64) {
 
 // Compare runs the fleet and demand under every policy with the same seed, and computes the
 // offline bound. The report is the auction's, with the comparison.
-func Compare(f *Fleet, d *Demand, o Options) (*Report, error) {
-	w, err := newWorld(f, d, o)
+func Compare(ctx context.Context, f *Fleet, d *Demand, o Options) (*Report, error) {
+	w, err := newWorld(ctx, f, d, o)
 	if err != nil {
 		return nil, err
 	}
@@ -160,11 +161,14 @@ func Compare(f *Fleet, d *Demand, o Options) (*Report, error) {
 	var capacity float64
 	for _, pol := range Policies {
 		o.Policy = pol
-		pw, err := newWorld(f, d, o)
+		pw, err := newWorld(ctx, f, d, o)
 		if err != nil {
 			return nil, err
 		}
-		st := pw.run()
+		st, err := pw.run()
+		if err != nil {
+			return nil, err
+		}
 		rep := pw.report(st)
 		if pol == Auction {
 			base = rep

@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -71,7 +72,7 @@ type Range struct {
 
 // Forecast runs the market with the node added, once per seed from o.Seed on, and gathers
 // its measures; with whatIf, again with the other node, on the same seeds.
-func Forecast(f *Fleet, d *Demand, node Class, o Options, seeds int, whatIf *Class, changes string) (*ForecastReport, error) {
+func Forecast(ctx context.Context, f *Fleet, d *Demand, node Class, o Options, seeds int, whatIf *Class, changes string) (*ForecastReport, error) {
 	if seeds <= 0 {
 		seeds = 10
 	}
@@ -107,13 +108,13 @@ func Forecast(f *Fleet, d *Demand, node Class, o Options, seeds int, whatIf *Cla
 		}
 	}
 	var err error
-	if fr.Node, fr.Base, err = outlook(f, d, node, o, seeds); err != nil {
+	if fr.Node, fr.Base, err = outlook(ctx, f, d, node, o, seeds); err != nil {
 		return nil, err
 	}
 	if whatIf != nil {
 		w := *whatIf
 		w.Count, w.Name = 1, node.Name
-		spec, out, err := outlook(f, d, w, o, seeds)
+		spec, out, err := outlook(ctx, f, d, w, o, seeds)
 		if err != nil {
 			return nil, fmt.Errorf("what if: %w", err)
 		}
@@ -126,7 +127,7 @@ func Forecast(f *Fleet, d *Demand, node Class, o Options, seeds int, whatIf *Cla
 }
 
 // outlook runs the seeds with node in the market.
-func outlook(f *Fleet, d *Demand, node Class, o Options, seeds int) (NodeSpec, Outlook, error) {
+func outlook(ctx context.Context, f *Fleet, d *Demand, node Class, o Options, seeds int) (NodeSpec, Outlook, error) {
 	fleet := *f
 	fleet.Classes = append(slices.Clone(f.Classes), node)
 	k, err := node.compile(len(f.Classes))
@@ -155,8 +156,8 @@ func outlook(f *Fleet, d *Demand, node Class, o Options, seeds int) (NodeSpec, O
 		wg.Go(func() {
 			defer func() { <-sem }()
 			so := o
-			so.Seed, so.Workers = o.Seed+uint64(s), 1
-			rep, err := Run(&fleet, d, so)
+			so.Seed, so.Workers, so.Progress = o.Seed+uint64(s), 1, nil // runs at once: their days would interleave
+			rep, err := Run(ctx, &fleet, d, so)
 			if err != nil {
 				errs[s] = err
 				return

@@ -25,14 +25,17 @@ package simulate
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"log/slog"
 	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,10 +64,44 @@ type Options struct {
 	// failover counts Weight times. Utilization, fill and money keep their expectations;
 	// queueing is coarser (Weight requests arrive as one). 0: 1, request by request.
 	Weight int
+	// Progress, if set, gets a line as each partition ends a virtual day, once the run has
+	// taken progressAfter of wall time: a week at 100,000 nodes takes an hour or more.
+	Progress io.Writer
+}
+
+// progressAfter is how long a run goes before it reports its progress.
+var progressAfter = 10 * time.Second
+
+// progress writes the partitions' days to Options.Progress.
+type progress struct {
+	mu    sync.Mutex
+	w     io.Writer
+	start time.Time
+	days  int
+}
+
+// day reports that partition p has simulated day days.
+func (pr *progress) day(p *part, day int) {
+	if pr == nil {
+		return
+	}
+	wall := time.Since(pr.start)
+	if wall < progressAfter {
+		return
+	}
+	names := make([]string, len(p.list))
+	for i, m := range p.list {
+		names[i] = m.name
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	fmt.Fprintf(pr.w, "simulate: day %d of %d done for %s after %s\n", day, pr.days, strings.Join(names, ", "), wall.Round(time.Second))
 }
 
 // world is what a run does not change, shared by its partitions.
 type world struct {
+	ctx        context.Context // a run stops early once it is done
+	progress   *progress       // nil: Options.Progress is not set
 	opts       Options
 	start      time.Time
 	end        time.Duration
@@ -114,7 +151,7 @@ func (p *part) at(t time.Duration, e event) {
 }
 
 // newWorld compiles the inputs.
-func newWorld(f *Fleet, d *Demand, o Options) (*world, error) {
+func newWorld(ctx context.Context, f *Fleet, d *Demand, o Options) (*world, error) {
 	if o.Duration <= 0 {
 		o.Duration = 7 * 24 * time.Hour
 	}
@@ -124,7 +161,10 @@ func newWorld(f *Fleet, d *Demand, o Options) (*world, error) {
 	if o.Weight <= 0 {
 		o.Weight = 1
 	}
-	w := &world{opts: o, start: f.Start, end: o.Duration, nodeIndex: map[string]int32{}, modelIndex: map[string]int{}}
+	w := &world{ctx: ctx, opts: o, start: f.Start, end: o.Duration, nodeIndex: map[string]int32{}, modelIndex: map[string]int{}}
+	if o.Progress != nil {
+		w.progress = &progress{w: o.Progress, start: time.Now(), days: int(o.Duration / (24 * time.Hour))}
+	}
 	if w.start.IsZero() {
 		w.start = DefaultStart
 	}
@@ -379,7 +419,11 @@ const surgeInterval = 15 * time.Second
 // run runs the partition's calendar to the end, then lets the requests in flight end.
 func (p *part) run() {
 	end := p.w.end
-	for p.cal.len() > 0 {
+	day := 24 * time.Hour // the end of the virtual day being simulated
+	for n := 1; p.cal.len() > 0; n++ {
+		if n%(1<<14) == 0 && p.w.ctx.Err() != nil {
+			return // world.run reports it
+		}
 		e := p.cal.pop()
 		if e.at >= end && p.inflight == 0 {
 			break
@@ -389,6 +433,10 @@ func (p *part) run() {
 				p.closeOnline(end)
 			}
 			p.now = e.at
+			for p.now >= day && day <= end {
+				p.w.progress.day(p, int(day/(24*time.Hour)))
+				day += 24 * time.Hour
+			}
 		}
 		ended := p.now >= end
 		switch e.kind {
@@ -534,18 +582,22 @@ func length(rng *rand.Rand, l Length) int {
 	return n
 }
 
-// Run simulates the fleet under the demand and reports what it measured.
-func Run(f *Fleet, d *Demand, o Options) (*Report, error) {
-	w, err := newWorld(f, d, o)
+// Run simulates the fleet under the demand and reports what it measured. It stops early,
+// with ctx's error, once ctx is done.
+func Run(ctx context.Context, f *Fleet, d *Demand, o Options) (*Report, error) {
+	w, err := newWorld(ctx, f, d, o)
 	if err != nil {
 		return nil, err
 	}
-	st := w.run()
+	st, err := w.run()
+	if err != nil {
+		return nil, err
+	}
 	return w.report(st), nil
 }
 
 // run runs every partition, Workers at once, and adds up their measures in a fixed order.
-func (w *world) run() *stats {
+func (w *world) run() (*stats, error) {
 	groups := w.partitions()
 	parts := make([]*stats, len(groups))
 	workers := w.opts.Workers
@@ -556,6 +608,10 @@ func (w *world) run() *stats {
 	var wg sync.WaitGroup
 	for i, g := range groups {
 		sem <- struct{}{}
+		if w.ctx.Err() != nil {
+			<-sem
+			break
+		}
 		wg.Go(func() {
 			defer func() { <-sem }()
 			p := w.newPart(g)
@@ -564,11 +620,14 @@ func (w *world) run() *stats {
 		})
 	}
 	wg.Wait()
+	if err := w.ctx.Err(); err != nil {
+		return nil, fmt.Errorf("simulation stopped: %w", err)
+	}
 	total := newStats(w)
 	for _, s := range parts {
 		total.merge(s)
 	}
-	return total
+	return total, nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

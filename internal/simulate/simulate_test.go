@@ -2,7 +2,9 @@ package simulate
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -29,7 +31,7 @@ func loadExample(t *testing.T, name string) (*Fleet, *Demand) {
 
 func run(t *testing.T, f *Fleet, d *Demand, o Options) *Report {
 	t.Helper()
-	rep, err := Run(f, d, o)
+	rep, err := Run(context.Background(), f, d, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +172,10 @@ func TestRun_ClosedForm(t *testing.T) {
 	// Waits are correlated from one request to the next: the mean of n of them varies more
 	// than 1/√n. 12% is about six of its standard errors at this length.
 	wq := rho * s / (2 * (1 - rho))
-	st := newWorldOrFail(t, f, d, Options{Seed: 11, Duration: time.Duration(days * 24 * float64(time.Hour))}).run()
+	st, err := newWorldOrFail(t, f, d, Options{Seed: 11, Duration: time.Duration(days * 24 * float64(time.Hour))}).run()
+	if err != nil {
+		t.Fatal(err)
+	}
 	h := st.queueWait[tierIndex(tier.Silver)]
 	got := h.sum.Seconds() / float64(h.n)
 	if math.Abs(got-wq) > 0.12*wq {
@@ -183,7 +188,7 @@ func TestRun_ClosedForm(t *testing.T) {
 
 func newWorldOrFail(t *testing.T, f *Fleet, d *Demand, o Options) *world {
 	t.Helper()
-	w, err := newWorld(f, d, o)
+	w, err := newWorld(context.Background(), f, d, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +339,7 @@ func TestRun_Weight(t *testing.T) {
 	if !two.Money.Balanced() {
 		t.Error("weight 2: the books do not balance")
 	}
-	if _, err := Run(f, d, Options{Weight: 3}); err == nil || !strings.Contains(err.Error(), "multiple of the weight") {
+	if _, err := Run(context.Background(), f, d, Options{Weight: 3}); err == nil || !strings.Contains(err.Error(), "multiple of the weight") {
 		t.Errorf("weight 3 on 2-slot nodes: %v", err)
 	}
 }
@@ -376,7 +381,7 @@ func TestForecast(t *testing.T) {
 		Timezone: "Europe/Berlin", Windows: "mon-fri 08:00-18:00, 22:30-01:00"}
 	always := node
 	always.Windows = ""
-	fr, err := Forecast(DefaultFleet(), DefaultDemand(), node, Options{Seed: 1, Duration: 24 * time.Hour}, 3, &always, "always")
+	fr, err := Forecast(context.Background(), DefaultFleet(), DefaultDemand(), node, Options{Seed: 1, Duration: 24 * time.Hour}, 3, &always, "always")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +401,7 @@ func TestForecast(t *testing.T) {
 // The HTML page stands alone: its charts are inline SVG, it loads nothing.
 func TestReport_HTML(t *testing.T) {
 	f, d := loadExample(t, "gamer")
-	rep, err := Compare(f, d, Options{Seed: 1, Duration: 12 * time.Hour})
+	rep, err := Compare(context.Background(), f, d, Options{Seed: 1, Duration: 12 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,9 +452,53 @@ func TestInputs(t *testing.T) {
 		{Class{Name: "x", Models: []string{"m"}, TokensPerSecond: 1, Price: Price{Input: "abc"}}, "price.input"},
 	}
 	for _, b := range bad {
-		_, err := Run(&Fleet{Classes: []Class{b.class}}, &Demand{}, Options{})
+		_, err := Run(context.Background(), &Fleet{Classes: []Class{b.class}}, &Demand{}, Options{})
 		if err == nil || !strings.Contains(strings.ToLower(err.Error()), b.want) {
 			t.Errorf("%+v: %v, want an error naming %s", b.class, err, b.want)
 		}
 	}
+}
+
+// A long run reports each partition's days as it ends them, and stops, with ctx's error,
+// once ctx is done: a week at 100,000 nodes takes an hour or more, and ^C must stop it.
+func TestRun_ProgressAndCancel(t *testing.T) {
+	defer func(d time.Duration) { progressAfter = d }(progressAfter)
+	progressAfter = 0
+	var out strings.Builder
+	rep, err := Run(context.Background(), DefaultFleet(), DefaultDemand(), Options{Seed: 1, Duration: 48 * time.Hour, Progress: &out})
+	if err != nil || rep == nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	parts := 0
+	for _, l := range lines {
+		if strings.HasPrefix(l, "simulate: day 2 of 2 done for ") {
+			parts++
+		}
+	}
+	if parts == 0 || len(lines) != 2*parts || !strings.HasPrefix(lines[0], "simulate: day 1 of 2 done for ") {
+		t.Errorf("progress of 2 days:\n%s\nwant each partition's day 1 and day 2", out.String())
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	stopAt := &cancelOnWrite{cancel: cancel}
+	_, err = Run(ctx, DefaultFleet(), DefaultDemand(), Options{Seed: 1, Duration: 7 * 24 * time.Hour, Progress: stopAt, Workers: 1})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("run canceled at its first day: %v, want context.Canceled", err)
+	}
+	if stopAt.n > 1 {
+		t.Errorf("%d days reported after the cancel at the first, want the run stopped", stopAt.n-1)
+	}
+}
+
+// cancelOnWrite cancels at its first write, counting them.
+type cancelOnWrite struct {
+	cancel context.CancelFunc
+	n      int
+}
+
+func (c *cancelOnWrite) Write(p []byte) (int, error) {
+	c.n++
+	c.cancel()
+	return len(p), nil
 }
