@@ -45,6 +45,8 @@ type Index struct {
 	fm         *freeMap
 	regions    regionMaps
 	thresholds [numAttrs]lazy[*thresholdBits]
+	// statics are the sets a tracked index's refusal counts with (refusal.go).
+	statics lazy[*staticBits]
 }
 
 // countryMembers returns each country's candidates, by number.
@@ -152,8 +154,8 @@ func Walkable(p Prefs) bool {
 // When nothing is eligible, the error is a *NoProvider counting each node's reason.
 //
 // A tracked index (Track) walks only the nodes that may take a job, skipping the full ones
-// 64 at a time; when it finds none, it walks every node, as an index not tracked does, to
-// count their reasons.
+// 64 at a time; when it finds none, it counts their reasons from bitmaps (refusal), or,
+// for filters it has none for, walks every node as an index not tracked does.
 //
 // Preferences that allow only a few of many nodes (a region with few of them, a short only
 // list) are walked as Take walks them: through the nodes they allow, not past all the others.
@@ -171,19 +173,31 @@ func (ix *Index) Pick(req Request) (Candidate, error) {
 	}
 	defer putBits(w.own)
 	turn := ix.next(req.Rand)
-	for _, skip := range []bool{true, false} {
-		if skip && ix.fm == nil {
-			continue
+	if ix.fm != nil {
+		if c := ix.walkGroups(&f, turn, true, &w, &counts); c != nil {
+			return *c, nil
+		}
+		if counts = [numReasons]int{}; ix.refusal(&f, &counts) {
+			return Candidate{}, newNoProvider(req.Model, len(ix.cands), &counts, req.Prefs.Regions)
 		}
 		counts = [numReasons]int{}
-		for g := 0; g+1 < len(ix.groups); g++ {
-			start, end := ix.groups[g], ix.groups[g+1]
-			if c := ix.take(&f, start, end, int(turn%uint64(end-start)), skip, &w, &counts); c != nil {
-				return *c, nil
-			}
-		}
+	}
+	if c := ix.walkGroups(&f, turn, false, &w, &counts); c != nil {
+		return *c, nil
 	}
 	return Candidate{}, newNoProvider(req.Model, len(ix.cands), &counts, req.Prefs.Regions)
+}
+
+// walkGroups walks the groups best first, each from the decision's place in the rotation
+// (take), and returns the node it takes a slot on, or nil.
+func (ix *Index) walkGroups(f *filter, turn uint64, skip bool, w *pickWalk, counts *[numReasons]int) *Candidate {
+	for g := 0; g+1 < len(ix.groups); g++ {
+		start, end := ix.groups[g], ix.groups[g+1]
+		if c := ix.take(f, start, end, int(turn%uint64(end-start)), skip, w, counts); c != nil {
+			return c
+		}
+	}
+	return nil
 }
 
 // narrow reports whether the only list or regions of f allow at most 1/narrowShare of a fleet

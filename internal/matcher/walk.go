@@ -88,6 +88,9 @@ type walker struct {
 	onCommon, narrowed bool
 	skipping           bool
 	skipTo             int
+	// askedFree: past intersectAfter places with nothing ranked, a tracked index's walk asks
+	// its free map whether any node its filters let through is free (anyFree), once.
+	askedFree bool
 }
 
 // startWalk starts the walk of a fill, which drew draw.
@@ -133,6 +136,12 @@ func (r *Ranking) walkOne() {
 		}
 		if w.onCommon && !w.narrowed && w.read >= intersectAfter {
 			r.narrow()
+		}
+		if !w.askedFree && w.read >= intersectAfter && r.n == 0 && r.ix.fm != nil {
+			if w.askedFree = true; !r.ix.anyFree(f) {
+				w.done = true // none can take the job: Pick counts the reasons (refusal)
+				return
+			}
 		}
 		place, erank, ok := w.m.next()
 		if !ok {
@@ -370,6 +379,9 @@ func (r *Ranking) count() {
 	r.reasons = [numReasons]int{}
 	r.Eligible = len(r.walked)
 	f := &r.f
+	if r.Eligible == 0 && r.ix.fm != nil && r.ix.refusal(f, &r.reasons) {
+		return // none eligible, and the free map says which are full: counted from its sets
+	}
 	if f.inRegions && len(f.excluded) == 0 && f.ignore.n == 0 && f.only.n == 0 && !f.strictOrd {
 		// Every node outside the regions is out for that reason, the first that can apply to
 		// it: count those at once, and check the others.
