@@ -1,8 +1,8 @@
 package simulate
 
 import (
-	"context"
 	"cmp"
+	"context"
 	"slices"
 	"time"
 
