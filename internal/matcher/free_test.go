@@ -65,8 +65,9 @@ func TestTrack_SameDecisions(t *testing.T) {
 	defer func(n int) { intersectAfter = n }(intersectAfter)
 	busy := 0
 	for step := range 5000 {
-		intersectAfter = []int{0, 1, 5, 128}[step%4] // the walk narrows to the thresholds after as many checks
-		if rng.IntN(3) == 0 {                        // free a random slot
+		// The walk narrows to the thresholds, and asks the free map, after as many checks.
+		intersectAfter = []int{0, 1, 5, 128}[step%4]
+		if rng.IntN(3) == 0 { // free a random slot
 			if o := offers[rng.IntN(len(offers))]; o.Running() > 0 {
 				o.Release()
 			}
