@@ -267,17 +267,10 @@ func (ix *Index) narrowWalk(f *filter, w *pickWalk) {
 	n := len(ix.cands)
 	acc, tmp := getBits(n), getBits(n)
 	defer putBits(tmp)
-	for j, th := range ths {
-		ao, tb := ix.thresholdOf(th.a)
-		m := prefixLen(ix.cands, ao, func(c *Candidate) bool { return th.within(f, c) })
-		dst := tmp
-		if j == 0 {
-			dst = acc
-		}
-		tb.below(dst, m, ao, nil)
-		if j > 0 {
-			and(acc, tmp)
-		}
+	ix.within(f, ths[0], acc)
+	for _, th := range ths[1:] {
+		ix.within(f, th, tmp)
+		and(acc, tmp)
 	}
 	if w.in != nil {
 		and(acc, w.in)
