@@ -39,10 +39,16 @@ type candidateSnapshot struct {
 }
 
 // fresh reports whether the snapshot may still be used at now: younger than candidateTTL,
-// the fleet unchanged, and no ask changed since, so that a decision ranks, filters on
-// max_price and pays the ask in effect now.
+// and current.
 func (s candidateSnapshot) fresh(now time.Time) bool {
-	return now.Sub(s.at) < candidateTTL && (s.until.IsZero() || now.Before(s.until)) && !closed(s.changed)
+	return now.Sub(s.at) < candidateTTL && s.current(now)
+}
+
+// current reports whether the snapshot's nodes and asks are still the fleet's at now: no
+// node joined or left, and no ask changed since, so that a decision ranks, filters on
+// max_price and pays the ask in effect now.
+func (s candidateSnapshot) current(now time.Time) bool {
+	return (s.until.IsZero() || now.Before(s.until)) && !closed(s.changed)
 }
 
 // priceUntil is the first time one of cands' asks changes by its schedule; zero: never.
@@ -57,20 +63,45 @@ func priceUntil(cands []matcher.Candidate) time.Time {
 }
 
 // index returns the index of a model's candidates, as recent as candidateTTL. One decision
-// at a time builds a model's index again (at 100,000 nodes that is tens of milliseconds);
-// the others that find it stale wait for that one instead of each building their own. The
-// index is tracked (matcher.Index.Track): the fleet's offers tell it when they free a slot.
+// at a time builds a model's index again; the others that find it stale wait for that one
+// instead of each building their own. A large index (asideAt candidates or more: at 100,000
+// nodes a build takes tens of milliseconds) that is only older than candidateTTL, its fleet
+// and asks unchanged, is built again aside while decisions go on with it: its slot counts
+// are a little older, which costs at most a try on a busy node, where waiting would stall
+// every decision for the model. The index is tracked (matcher.Index.Track): the fleet's
+// offers tell it when they free a slot.
 func (c *Core) index(model string) *matcher.Index {
-	if s, ok := c.cands.get(model); ok && s.fresh(c.cfg.Now()) {
+	s, ok := c.cands.get(model)
+	if ok && s.fresh(c.cfg.Now()) {
 		return s.index
 	}
 	b := &c.cands.build[maphash.String(buildSeed, model)%uint64(len(c.cands.build))]
+	if ok && s.index.Len() >= asideAt && s.current(c.cfg.Now()) {
+		if b.TryLock() {
+			go func() {
+				defer b.Unlock()
+				if s, ok := c.cands.get(model); !ok || !s.fresh(c.cfg.Now()) {
+					c.buildIndex(model)
+				}
+			}()
+		}
+		return s.index
+	}
 	b.Lock()
 	defer b.Unlock()
-	now := c.cfg.Now()
-	if s, ok := c.cands.get(model); ok && s.fresh(now) {
+	if s, ok := c.cands.get(model); ok && s.fresh(c.cfg.Now()) {
 		return s.index // built while this decision waited
 	}
+	return c.buildIndex(model)
+}
+
+// asideAt is how many candidates an index has for index to build it again aside once it is
+// older than candidateTTL (a variable for the tests).
+var asideAt = 10_000
+
+// buildIndex builds a model's index and keeps it; the caller holds the model's build lock.
+func (c *Core) buildIndex(model string) *matcher.Index {
+	now := c.cfg.Now()
 	changed := c.cfg.Fleet.Changed() // before the snapshot: a change after it invalidates it
 	cands := fleet.Candidates(c.cfg.Fleet.Offers(model))
 	s := candidateSnapshot{index: matcher.NewIndex(cands), at: now, until: priceUntil(cands), changed: changed}
