@@ -34,15 +34,25 @@ const servedFor = time.Minute
 type candidateSnapshot struct {
 	index   *matcher.Index // shared by concurrent decisions: read-only
 	at      time.Time
+	ttl     time.Duration   // candidateTTL, or longer for an index slow to build (ttlFor)
 	until   time.Time       // when the first candidate's ask changes by its schedule; zero: never
 	changed <-chan struct{} // closed when a node joins or leaves, or a price changes otherwise
 }
 
-// fresh reports whether the snapshot may still be used at now: younger than candidateTTL,
+// fresh reports whether the snapshot may still be used at now: younger than its ttl,
 // and current.
 func (s candidateSnapshot) fresh(now time.Time) bool {
-	return now.Sub(s.at) < candidateTTL && s.current(now)
+	return now.Sub(s.at) < s.ttl && s.current(now)
 }
+
+// ttlFor is how long an index that took build to build lives: candidateTTL, or buildShare
+// times its build, so that building a model's indexes again takes at most 1/buildShare of a
+// core (at 100,000 nodes a build takes 100-200 ms). Its slot counts are live all along
+// (tracked); what ages is the measurements it ranks by, which change over seconds.
+func ttlFor(build time.Duration) time.Duration { return max(candidateTTL, buildShare*build) }
+
+// buildShare: see ttlFor.
+const buildShare = 4
 
 // current reports whether the snapshot's nodes and asks are still the fleet's at now: no
 // node joined or left, and no ask changed since, so that a decision ranks, filters on
@@ -62,10 +72,10 @@ func priceUntil(cands []matcher.Candidate) time.Time {
 	return first
 }
 
-// index returns the index of a model's candidates, as recent as candidateTTL. One decision
+// index returns the index of a model's candidates, as recent as its ttl. One decision
 // at a time builds a model's index again; the others that find it stale wait for that one
 // instead of each building their own. A large index (asideAt candidates or more: at 100,000
-// nodes a build takes tens of milliseconds) that is only older than candidateTTL, its fleet
+// nodes a build takes a hundred milliseconds or more) that is only older than its ttl, its fleet
 // and asks unchanged, is built again aside while decisions go on with it: its slot counts
 // are a little older, which costs at most a try on a busy node, where waiting would stall
 // every decision for the model. The index is tracked (matcher.Index.Track): the fleet's
@@ -96,16 +106,18 @@ func (c *Core) index(model string) *matcher.Index {
 }
 
 // asideAt is how many candidates an index has for index to build it again aside once it is
-// older than candidateTTL (a variable for the tests).
+// older than its ttl (a variable for the tests).
 var asideAt = 10_000
 
 // buildIndex builds a model's index and keeps it; the caller holds the model's build lock.
 func (c *Core) buildIndex(model string) *matcher.Index {
 	now := c.cfg.Now()
+	start := time.Now()              // the build's cost, whatever clock decisions keep
 	changed := c.cfg.Fleet.Changed() // before the snapshot: a change after it invalidates it
 	cands := fleet.Candidates(c.cfg.Fleet.Offers(model))
 	s := candidateSnapshot{index: matcher.NewIndex(cands), at: now, until: priceUntil(cands), changed: changed}
 	s.index.Track()
+	s.ttl = ttlFor(time.Since(start))
 	c.cands.mu.Lock()
 	if c.cands.m == nil {
 		c.cands.m = make(map[string]candidateSnapshot)

@@ -61,3 +61,16 @@ func TestIndex_BuiltAgainAside(t *testing.T) {
 		t.Errorf("after a node joined, the decision's index has %d candidates, want 3 at once", got.Len())
 	}
 }
+
+// An index lives candidateTTL, or four times as long as it took to build: at 100,000 nodes
+// building every 250 ms would keep most of a core busy.
+func TestTTLFor(t *testing.T) {
+	for _, c := range []struct{ build, want time.Duration }{
+		{0, candidateTTL}, {time.Millisecond, candidateTTL}, {62 * time.Millisecond, candidateTTL},
+		{150 * time.Millisecond, 600 * time.Millisecond}, {time.Second, 4 * time.Second},
+	} {
+		if got := ttlFor(c.build); got != c.want {
+			t.Errorf("ttlFor(%v) = %v, want %v", c.build, got, c.want)
+		}
+	}
+}
