@@ -102,12 +102,12 @@ func (ix *Index) mayTake(i int, t tier.Tier) bool {
 }
 
 // nextFree returns the first candidate from i up to end whose bit in tier t's map is set, and
-// set in the bitmap in unless it is nil, or end.
-func (fm *freeMap) nextFree(i, end int, t tier.Tier, in []uint64) int {
+// set in each of the bitmaps in, or end.
+func (fm *freeMap) nextFree(i, end int, t tier.Tier, in [][]uint64) int {
 	for i < end {
 		word := fm.free[i/64*numTiers+int(t)].Load()
-		if in != nil {
-			word &= in[i/64]
+		for _, b := range in {
+			word &= b[i/64]
 		}
 		if word >>= i % 64; word != 0 {
 			return min(i+bits.TrailingZeros64(word), end)

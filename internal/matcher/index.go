@@ -169,9 +169,10 @@ func (ix *Index) Pick(req Request) (Candidate, error) {
 		w      pickWalk
 	)
 	if ix.fm != nil && f.inRegions {
-		w.in = ix.regions.get(&f.regions, len(ix.cands), ix.countryMembers())
+		if in := ix.regions.get(&f.regions, len(ix.cands), ix.countryMembers()); in != nil {
+			w.add(in)
+		}
 	}
-	defer putBits(w.own)
 	turn := ix.next(req.Rand)
 	if ix.fm != nil {
 		if c := ix.walkGroups(&f, turn, true, &w, &counts); c != nil {
@@ -244,38 +245,42 @@ func (ix *Index) next(r *rand.Rand) uint64 {
 }
 
 // pickWalk is what a tracked Pick's walk skips besides the full nodes: the candidates whose
-// bit in in is clear, unless in is nil. in starts as the allowed countries' candidates (a
-// cached bitmap), and once the walk has checked intersectAfter nodes it could not take, it
-// is narrowed to those within the request's max_price and min_reliability too (own, from
-// bitPool): at peak the nodes under a price cap are the full ones, and the walk would check
-// every free node over it.
+// bit is clear in one of its bitmaps, read as they are, never copied. The first is the
+// allowed countries' candidates (a cached bitmap); once the walk has checked intersectAfter
+// nodes it could not take, each of the request's max_price and min_reliability adds the
+// threshold step that holds every candidate within it (a superset: the walk still checks
+// what it meets): at peak the nodes under a price cap are the full ones, and the walk would
+// check every free node over it.
 type pickWalk struct {
-	in       []uint64
-	own      []uint64
+	in       [4][]uint64
+	n        int // bitmaps in in
 	checked  int
 	narrowed bool
 	ths      [3]threshold
 }
 
-// narrowWalk ANDs w.in with the bitmaps of the candidates within f's thresholds, if f has any.
+// bitmaps returns the walk's bitmaps.
+func (w *pickWalk) bitmaps() [][]uint64 { return w.in[:w.n] }
+
+func (w *pickWalk) add(b []uint64) {
+	w.in[w.n] = b
+	w.n++
+}
+
+// narrowWalk adds to w the threshold steps that hold the candidates within f's thresholds.
 func (ix *Index) narrowWalk(f *filter, w *pickWalk) {
 	w.narrowed = true
-	ths := thresholdsOf(&f.p, w.ths[:0])
-	if len(ths) == 0 {
-		return
+	for _, th := range thresholdsOf(&f.p, w.ths[:0]) {
+		w.add(ix.stepWithin(f, th))
 	}
-	n := len(ix.cands)
-	acc, tmp := getBits(n), getBits(n)
-	defer putBits(tmp)
-	ix.within(f, ths[0], acc)
-	for _, th := range ths[1:] {
-		ix.within(f, th, tmp)
-		and(acc, tmp)
-	}
-	if w.in != nil {
-		and(acc, w.in)
-	}
-	w.in, w.own = acc, acc
+}
+
+// stepWithin returns the smallest threshold step of th's attribute that holds every
+// candidate within th: a cached bitmap, with at most a step's candidates more.
+func (ix *Index) stepWithin(f *filter, th threshold) []uint64 {
+	ao, tb := ix.thresholdOf(th.a)
+	m := prefixLen(ix.cands, ao, func(c *Candidate) bool { return th.within(f, c) })
+	return tb.cum[min(m/tb.q, len(tb.cum)-1)]
 }
 
 // thresholdOf returns attribute a's order and its threshold bitmaps over the candidates.
@@ -296,7 +301,7 @@ func (ix *Index) take(f *filter, start, end, from int, skip bool, w *pickWalk, c
 	for _, seg := range [2][2]int{{start + from, end}, {start, start + from}} {
 		for i := seg[0]; ; i++ {
 			if skip {
-				i = ix.fm.nextFree(i, seg[1], f.tier, w.in)
+				i = ix.fm.nextFree(i, seg[1], f.tier, w.bitmaps())
 			}
 			if i >= seg[1] {
 				break

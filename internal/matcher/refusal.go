@@ -64,10 +64,8 @@ func (ix *Index) refusal(f *filter, counts *[numReasons]int) bool {
 		}
 	}
 	sb := ix.static()
-	n := len(ix.cands)
-	left, set := getBits(n), getBits(n)
+	left := getBits(len(ix.cands))
 	defer putBits(left)
-	defer putBits(set)
 	copy(left, sb.live)
 	if regions != nil {
 		counts[outsideRegion] += keep(left, regions)
@@ -77,15 +75,13 @@ func (ix *Index) refusal(f *filter, counts *[numReasons]int) bool {
 		if th.a == attrReliability {
 			continue // after noBronze, as check tests it
 		}
-		ix.within(f, th, set)
-		counts[overPrice] += keep(left, set)
+		counts[overPrice] += ix.keepWithin(f, th, left)
 	}
 	if f.tier == tier.Bronze {
 		counts[noBronze] += drop(left, sb.noBronze)
 	}
 	if p.MinReliability != nil {
-		ix.within(f, threshold{a: attrReliability, reliability: *p.MinReliability}, set)
-		counts[unreliable] += keep(left, set)
+		counts[unreliable] += ix.keepWithin(f, threshold{a: attrReliability, reliability: *p.MinReliability}, left)
 	}
 	if f.continues {
 		counts[noContinue] += drop(left, sb.noContinue)
@@ -98,10 +94,24 @@ func (ix *Index) refusal(f *filter, counts *[numReasons]int) bool {
 	return true
 }
 
-// within sets into dst the bits of the candidates within threshold th of f.
-func (ix *Index) within(f *filter, th threshold, dst []uint64) {
+// keepWithin keeps in left only the candidates within threshold th of f, and returns how
+// many it cleared: the step that holds them all by its bitmap, then the rest of that step,
+// over th, one by one. Nothing is copied.
+func (ix *Index) keepWithin(f *filter, th threshold, left []uint64) int {
 	ao, tb := ix.thresholdOf(th.a)
-	tb.below(dst, prefixLen(ix.cands, ao, func(c *Candidate) bool { return th.within(f, c) }), ao, nil)
+	m := prefixLen(ix.cands, ao, func(c *Candidate) bool { return th.within(f, c) })
+	k := m / tb.q
+	if k >= len(tb.cum) {
+		return 0 // every live candidate is within
+	}
+	n := keep(left, tb.cum[k])
+	for _, i := range ao.byValue[m:min((k+1)*tb.q, len(ao.byValue))] {
+		if w, b := i/64, uint64(1)<<(i%64); left[w]&b != 0 {
+			left[w] &^= b
+			n++
+		}
+	}
+	return n
 }
 
 // keep keeps in left only the bits set in in, and returns how many it cleared.
@@ -134,31 +144,16 @@ func ones(b []uint64) int {
 }
 
 // anyFree reports whether the free map holds a node of f's tier that f's countries and
-// thresholds let through. False means that no node can take the job now; true, that one
-// may (the other filters are not in it). A walk that has read many places asks, so that one
-// that would read them all to find none stops.
+// thresholds (their steps: a superset) let through. False means that no node can take the
+// job now; true, that one may (the other filters are not in it). A walk that has read many
+// places asks, so that one that would read them all to find none stops.
 func (ix *Index) anyFree(f *filter) bool {
-	n := len(ix.cands)
-	acc, set := getBits(n), getBits(n)
-	defer putBits(acc)
-	defer putBits(set)
-	for w := range acc {
-		acc[w] = ix.fm.free[w*numTiers+int(f.tier)].Load()
-	}
+	var w pickWalk
 	if f.inRegions {
-		if regions := ix.regions.get(&f.regions, n, ix.countryMembers()); regions != nil {
-			and(acc, regions)
+		if regions := ix.regions.get(&f.regions, len(ix.cands), ix.countryMembers()); regions != nil {
+			w.add(regions)
 		}
 	}
-	var ths [3]threshold
-	for _, th := range thresholdsOf(&f.p, ths[:0]) {
-		ix.within(f, th, set)
-		and(acc, set)
-	}
-	for _, w := range acc {
-		if w != 0 {
-			return true
-		}
-	}
-	return false
+	ix.narrowWalk(f, &w)
+	return ix.fm.nextFree(0, len(ix.cands), f.tier, w.bitmaps()) < len(ix.cands)
 }
