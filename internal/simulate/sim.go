@@ -80,7 +80,7 @@ type progress struct {
 	days  int
 }
 
-// day reports that partition p has simulated day days.
+// day reports that partition p has simulated its day-th virtual day.
 func (pr *progress) day(p *part, day int) {
 	if pr == nil {
 		return
