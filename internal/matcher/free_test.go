@@ -212,11 +212,12 @@ func TestTrack_RegionSkipsForeignFreeNodes(t *testing.T) {
 	if err != nil || c.Region != "de" {
 		t.Fatalf("pick for eu: %v (%s), %v", c.NodeID, c.Region, err)
 	}
-	set := allowed([]string{"eu"})
-	in := ix.regions.m[set]
-	if in == nil {
-		t.Fatal("the tracked pick for eu kept no bitmap of eu's candidates")
+	f := newFilter(req)
+	w := ix.newPickWalk(&f)
+	if len(w.bitmaps()) != 1 {
+		t.Fatalf("the tracked walk for eu skips with %d bitmaps, want its countries'", len(w.bitmaps()))
 	}
+	in := w.bitmaps()[0]
 	var want []int
 	for i := range ix.cands {
 		if ix.cands[i].Region == "de" {
@@ -249,10 +250,7 @@ func TestTrack_NarrowWalk(t *testing.T) {
 		{Regions: []string{"eu"}, MinReliability: ptr(0.9)},
 	} {
 		f := newFilter(Request{Model: model, Prefs: p})
-		var w pickWalk
-		if f.inRegions {
-			w.add(ix.regions.get(&f.regions, len(ix.cands), ix.countryMembers()))
-		}
+		w := ix.newPickWalk(&f)
 		ix.narrowWalk(&f, &w)
 		ths := len(thresholdsOf(&f.p, nil))
 		_, tb := ix.thresholdOf(attrInput)

@@ -164,15 +164,8 @@ func (ix *Index) Pick(req Request) (Candidate, error) {
 	if ix.narrow(&f) {
 		return ix.Take(req)
 	}
-	var (
-		counts [numReasons]int
-		w      pickWalk
-	)
-	if ix.fm != nil && f.inRegions {
-		if in := ix.regions.get(&f.regions, len(ix.cands), ix.countryMembers()); in != nil {
-			w.add(in)
-		}
-	}
+	var counts [numReasons]int
+	w := ix.newPickWalk(&f)
 	turn := ix.next(req.Rand)
 	if ix.fm != nil {
 		if c := ix.walkGroups(&f, turn, true, &w, &counts); c != nil {
@@ -257,6 +250,18 @@ type pickWalk struct {
 	checked  int
 	narrowed bool
 	ths      [3]threshold
+}
+
+// newPickWalk returns a tracked Pick's walk for f, skipping the countries f does not allow
+// (unless their bitmap could not be cached); an untracked index's skips nothing.
+func (ix *Index) newPickWalk(f *filter) pickWalk {
+	var w pickWalk
+	if ix.fm != nil && f.inRegions {
+		if in := ix.regions.get(&f.regions, len(ix.cands), ix.countryMembers()); in != nil {
+			w.add(in)
+		}
+	}
+	return w
 }
 
 // bitmaps returns the walk's bitmaps.

@@ -148,12 +148,7 @@ func ones(b []uint64) int {
 // job now; true, that one may (the other filters are not in it). A walk that has read many
 // places asks, so that one that would read them all to find none stops.
 func (ix *Index) anyFree(f *filter) bool {
-	var w pickWalk
-	if f.inRegions {
-		if regions := ix.regions.get(&f.regions, len(ix.cands), ix.countryMembers()); regions != nil {
-			w.add(regions)
-		}
-	}
+	w := ix.newPickWalk(f)
 	ix.narrowWalk(f, &w)
 	return ix.fm.nextFree(0, len(ix.cands), f.tier, w.bitmaps()) < len(ix.cands)
 }
