@@ -166,6 +166,7 @@ func (ix *Index) Pick(req Request) (Candidate, error) {
 	}
 	var counts [numReasons]int
 	w := ix.newPickWalk(&f)
+	defer w.release()
 	turn := ix.next(req.Rand)
 	if ix.fm != nil {
 		if c := ix.walkGroups(&f, turn, true, &w, &counts); c != nil {
@@ -238,15 +239,15 @@ func (ix *Index) next(r *rand.Rand) uint64 {
 }
 
 // pickWalk is what a tracked Pick's walk skips besides the full nodes: the candidates whose
-// bit is clear in one of its bitmaps, read as they are, never copied. The first is the
-// allowed countries' candidates (a cached bitmap); once the walk has checked intersectAfter
-// nodes it could not take, each of the request's max_price and min_reliability adds the
-// threshold step that holds every candidate within it (a superset: the walk still checks
-// what it meets): at peak the nodes under a price cap are the full ones, and the walk would
-// check every free node over it.
+// bit is clear in one of its bitmaps. The first is the allowed countries' candidates (a
+// cached bitmap, read as it is); once the walk has checked intersectAfter nodes it could not
+// take, the candidates within the request's max_price and min_reliability join them, exactly,
+// in one bitmap from scratch (own): at peak the nodes under a price cap are the full ones,
+// and the walk would check every free node over it.
 type pickWalk struct {
-	in       [4][]uint64
-	n        int // bitmaps in in
+	in       [2][]uint64
+	n        int      // bitmaps in in
+	own      []uint64 // from scratch, given back by release
 	checked  int
 	narrowed bool
 	ths      [3]threshold
@@ -272,12 +273,26 @@ func (w *pickWalk) add(b []uint64) {
 	w.n++
 }
 
-// narrowWalk adds to w the threshold steps that hold the candidates within f's thresholds.
+// release gives the walk's own bitmap back to scratch: the walk is over.
+func (w *pickWalk) release() { putBits(w.own) }
+
+// narrowWalk adds to w the candidates within f's thresholds, if f has any: the step of the
+// first threshold's order that holds them all (a cached bitmap), copied, and then for each
+// threshold the rest of its step cleared one by one (keepWithin): 1–3 µs at 100,000 nodes.
+// (Reading the steps as they are, uncopied, left up to a step's candidates, 1/64 of the fleet,
+// for the walk to check one by one: 12 µs p50 when they are the free ones.)
 func (ix *Index) narrowWalk(f *filter, w *pickWalk) {
 	w.narrowed = true
-	for _, th := range thresholdsOf(&f.p, w.ths[:0]) {
-		w.add(ix.stepWithin(f, th))
+	ths := thresholdsOf(&f.p, w.ths[:0])
+	if len(ths) == 0 {
+		return
 	}
+	w.own = getBits(len(ix.cands))
+	copy(w.own, ix.stepWithin(f, ths[0]))
+	for _, th := range ths {
+		ix.keepWithin(f, th, w.own)
+	}
+	w.add(w.own)
 }
 
 // stepWithin returns the smallest threshold step of th's attribute that holds every

@@ -82,7 +82,7 @@ type Ranking struct {
 	w       walker
 	streams [4]stream // the walk's merger's, while they are enough
 	ths     [3]threshold
-	bits    []uint64 // the walk's intersection of its filters, from bitPool (intersect)
+	bits    []uint64 // the walk's intersection of its filters, from scratch (intersect)
 }
 
 type entry struct {

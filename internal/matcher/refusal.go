@@ -144,11 +144,12 @@ func ones(b []uint64) int {
 }
 
 // anyFree reports whether the free map holds a node of f's tier that f's countries and
-// thresholds (their steps: a superset) let through. False means that no node can take the
+// thresholds let through. False means that no node can take the
 // job now; true, that one may (the other filters are not in it). A walk that has read many
 // places asks, so that one that would read them all to find none stops.
 func (ix *Index) anyFree(f *filter) bool {
 	w := ix.newPickWalk(f)
 	ix.narrowWalk(f, &w)
+	defer w.release()
 	return ix.fm.nextFree(0, len(ix.cands), f.tier, w.bitmaps()) < len(ix.cands)
 }
