@@ -200,8 +200,13 @@ func (c *conn) readOne(ctx context.Context) (protocol.Frame, error) {
 }
 
 func (c *conn) readLoop(ctx, wsctx context.Context) error {
+	var msgs protocol.Messages
 	for {
-		_, msg, err := c.ws.Read(wsctx)
+		_, r, err := c.ws.Reader(wsctx)
+		var msg []byte
+		if err == nil {
+			msg, err = msgs.Read(r)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil

@@ -216,7 +216,7 @@ func (n *notary) commit(batch []*notarized) {
 				continue
 			}
 			c := &receipt.Countersigning{Signed: new(receipt.Signed), Saw: j.saw, RequestID: item.requestID}
-			if err := json.Unmarshal(j.signed, c.Signed); err != nil {
+			if err := c.Signed.UnmarshalJSON(j.signed); err != nil { // not json.Unmarshal: it would scan the receipt once more first
 				c.Err = fmt.Errorf("not a signed receipt: %w", err)
 			} else {
 				cs = append(cs, c)

@@ -549,8 +549,13 @@ func (s *session) writeFrame(ctx context.Context, fr protocol.Frame) error {
 }
 
 func (s *session) readLoop(ctx context.Context) error {
+	var msgs protocol.Messages
 	for {
-		_, msg, err := s.conn.Read(ctx)
+		_, r, err := s.conn.Reader(ctx)
+		var msg []byte
+		if err == nil {
+			msg, err = msgs.Read(r)
+		}
 		if err != nil {
 			select {
 			case <-s.done: // closed on purpose

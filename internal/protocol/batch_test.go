@@ -3,7 +3,11 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"io"
+	"slices"
+	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 func TestBatcher_TakesWhatIsWaiting(t *testing.T) {
@@ -51,6 +55,50 @@ func TestDecode_ReadsWhatBatcherWrites(t *testing.T) {
 	}
 	if err := Decode([]byte("{\"t\":\"delta\"}\n{broken"), func(Frame) error { return nil }); err == nil {
 		t.Error("a broken frame decoded without error")
+	}
+}
+
+// Decode reads NDJSON line by line, and what is not one value a line as a stream, as a
+// json.Decoder would: several values on a line, a value over several lines, blank lines.
+func TestDecode_ReadsEveryLayout(t *testing.T) {
+	for _, msg := range []string{
+		`{"t":"heartbeat"}` + "\n" + `{"t":"delta","job":"a"}` + "\n" + `{"t":"end","job":"a"}` + "\n",
+		`{"t":"heartbeat"}` + "\n\n" + `{"t":"delta","job":"a"}{"t":"end","job":"a"}`,
+		`{"t":"heartbeat"}` + "\n" + "{\n  \"t\": \"delta\",\n  \"job\": \"a\"\n}\n \n" + `{"t":"end","job":"a"}` + "\n",
+	} {
+		var got []string
+		if err := Decode([]byte(msg), func(fr Frame) error { got = append(got, fr.Type+fr.Job); return nil }); err != nil {
+			t.Errorf("%q: %v", msg, err)
+			continue
+		}
+		if !slices.Equal(got, []string{"heartbeat", "deltaa", "enda"}) {
+			t.Errorf("%q decoded as %q; want heartbeat, delta of a, end of a", msg, got)
+		}
+	}
+	for _, msg := range []string{`{"t":"delta"}` + "\n" + `{"t":"end","job":1}`, `{"t":"delta"} x`, `[]`} {
+		if err := Decode([]byte(msg), func(Frame) error { return nil }); err == nil || !strings.HasPrefix(err.Error(), "bad frame: ") {
+			t.Errorf("%q: err %v; want a bad frame", msg, err)
+		}
+	}
+}
+
+// Messages reuses its buffer for messages up to keptMessageBytes, and drops a larger one's.
+func TestMessages_ReuseTheirBuffer(t *testing.T) {
+	var m Messages
+	first, err := m.Read(iotest.OneByteReader(strings.NewReader("first message")))
+	if err != nil || string(first) != "first message" {
+		t.Fatalf("read %q, %v", first, err)
+	}
+	second, _ := m.Read(strings.NewReader("second"))
+	if string(second) != "second" || &first[0] != &second[0] {
+		t.Errorf("second message %q in a new buffer; want %q in the first's", second, "second")
+	}
+	big := strings.Repeat("x", keptMessageBytes+1)
+	if got, _ := m.Read(strings.NewReader(big)); string(got) != big || m.buf != nil {
+		t.Errorf("a message of %d bytes read as %d, buffer kept: %v; want it whole and not kept", len(big), len(got), m.buf != nil)
+	}
+	if _, err := m.Read(iotest.ErrReader(io.ErrUnexpectedEOF)); err != io.ErrUnexpectedEOF {
+		t.Errorf("a failing reader gave %v", err)
 	}
 }
 

@@ -144,8 +144,8 @@ func (s *Signed) verifyNode(verify func(ed25519.PublicKey, []byte, []byte) bool)
 		return Receipt{}, nil, fmt.Errorf("node_signature is %d bytes; an ed25519 signature is %d", len(s.NodeSignature), ed25519.SignatureSize)
 	}
 	// Compacting undoes pretty-printing and nothing else.
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, s.Receipt); err != nil {
+	buf := bytes.NewBuffer(make([]byte, 0, len(s.Receipt)))
+	if err := json.Compact(buf, s.Receipt); err != nil {
 		return Receipt{}, nil, fmt.Errorf("the receipt is not JSON: %w", err)
 	}
 	msg := buf.Bytes()
@@ -170,20 +170,20 @@ func (s *Signed) verifyNode(verify func(ed25519.PublicKey, []byte, []byte) bool)
 // decode decodes a signed receipt strictly: a field this build does not know is one it could not
 // check.
 func decode(b []byte) (Receipt, error) {
-	var v struct {
-		Version int `json:"version"`
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return Receipt{}, fmt.Errorf("the signed receipt does not decode: %w", err)
-	}
-	if v.Version != Version {
-		return Receipt{}, fmt.Errorf("receipt version %d; this build of shareai reads version %d", v.Version, Version)
-	}
+	var r Receipt
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	var r Receipt
-	if err := dec.Decode(&r); err != nil {
-		return Receipt{}, fmt.Errorf("the signed receipt does not decode: %w", err)
+	err := dec.Decode(&r)
+	if err != nil || r.Version != Version {
+		// A receipt of another version may have fields this one does not: say which version
+		// it is rather than which field.
+		var v struct {
+			Version int `json:"version"`
+		}
+		if json.Unmarshal(b, &v) == nil && v.Version != Version {
+			return Receipt{}, fmt.Errorf("receipt version %d; this build of shareai reads version %d", v.Version, Version)
+		}
+		return Receipt{}, fmt.Errorf("the signed receipt does not decode: %w", err) // err is not nil: else r.Version is v's
 	}
 	if err := r.validate(); err != nil {
 		return Receipt{}, err
