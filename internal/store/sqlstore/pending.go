@@ -219,7 +219,12 @@ UNION ALL
 SELECT 1, c.scope, c.period, c.limit_nanos, COALESCE(w.spent, 0), COALESCE(w.held, 0)
 FROM spend_caps c LEFT JOIN spend_windows w ON w.scope = c.scope AND w.period = c.period
 	AND w.window_start = CASE c.period WHEN 'daily' THEN ?1 WHEN 'weekly' THEN ?2 ELSE ?3 END
-WHERE c.scope IN (?4, ?5)
+WHERE c.scope = ?4
+UNION ALL
+SELECT 1, c.scope, c.period, c.limit_nanos, COALESCE(w.spent, 0), COALESCE(w.held, 0)
+FROM spend_caps c LEFT JOIN spend_windows w ON w.scope = c.scope AND w.period = c.period
+	AND w.window_start = CASE c.period WHEN 'daily' THEN ?1 WHEN 'weekly' THEN ?2 ELSE ?3 END
+WHERE c.scope = ?5
 UNION ALL
 SELECT 2, '', '', 0, 0, 0 FROM open_holds WHERE request_id = ?7
 UNION ALL
