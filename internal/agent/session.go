@@ -371,7 +371,7 @@ func (c *conn) signAlone(id string, r receipt.Receipt) json.RawMessage {
 	s, err := receipt.Sign(c.a.key, r)
 	var b []byte
 	if err == nil {
-		b, err = json.Marshal(s)
+		b, err = s.MarshalJSON()
 	}
 	if err != nil {
 		c.a.log.Warn("job's receipt not signed", logJob, id, logModel, r.Model, "err", err)
@@ -432,7 +432,7 @@ func (c *conn) signReceipts(ctx context.Context) error {
 			b, err := errs[i], error(nil)
 			var js []byte
 			if b == nil {
-				js, err = json.Marshal(&signed[i])
+				js, err = signed[i].MarshalJSON()
 			}
 			if err = errors.Join(b, err); err != nil {
 				c.a.log.Warn("job's receipt not signed", logJob, p.job, logModel, p.r.Model, "err", err)

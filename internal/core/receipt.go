@@ -241,7 +241,7 @@ func (n *notary) commit(batch []*notarized) {
 			}
 			continue
 		}
-		b, err := json.Marshal(c.Signed)
+		b, err := c.Signed.MarshalJSON()
 		if err != nil {
 			n.log.Error("encode receipt", logRequestID, item.requestID, "job", c.Saw.JobID, "err", err)
 			continue
