@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -30,6 +31,19 @@ func New() string {
 	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixMilli())<<16)
 	rand.Read(b[6:])
 	return "req_" + idEncoding.EncodeToString(b[:])
+}
+
+// Minted returns when New made id, to the millisecond, and false for an id New did not make.
+func Minted(id string) (time.Time, bool) {
+	rest, ok := strings.CutPrefix(id, "req_")
+	if !ok || len(rest) != idEncoding.EncodedLen(15) {
+		return time.Time{}, false
+	}
+	var b [15]byte
+	if n, err := idEncoding.Decode(b[:], []byte(rest)); err != nil || n != len(b) {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(int64(binary.BigEndian.Uint64(b[:8]) >> 16)), true
 }
 
 // Handler gives every request an id, in its context and in the X-Request-Id response header.

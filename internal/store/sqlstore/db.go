@@ -69,6 +69,13 @@ type DB struct {
 	pending   pendingHolds
 	lazyMu    sync.Mutex
 	readStmts sync.Map // query → *sql.Stmt prepared on r, for placeLazy
+	// SQLite, by lazyMu: the write transactions committed, placeLazy's reads kept until the
+	// next (funds.go), the ids of the requests held lately, and those the running write
+	// transaction holds (placeHolds), which join them when it commits.
+	commits uint64
+	funds   fundsCache
+	held    heldIDs
+	placing []string
 	// SQLite: the WAL's checkpoints (checkpoints), stopped by Close.
 	stopCheckpoints, checkpointsDone chan struct{}
 	stopOnce                         sync.Once
@@ -109,7 +116,7 @@ func openSQLite(ctx context.Context, path string) (*DB, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	w.SetMaxOpenConns(1)
-	db := &DB{w: w, dialect: sqliteDialect, now: time.Now}
+	db := &DB{w: w, dialect: sqliteDialect, now: time.Now, held: newHeldIDs(time.Now())}
 	if err := pingSQLite(ctx, w); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -264,7 +271,15 @@ func (db *DB) writeTx(ctx context.Context, deciding bool, fn func(tx *sql.Tx) er
 			} else {
 				tx.Rollback()
 			}
-			db.pending.end(returned && err == nil)
+			committed := returned && err == nil
+			db.pending.end(committed)
+			if committed {
+				db.commits++
+				for _, id := range db.placing {
+					db.held.add(id, time.Now())
+				}
+			}
+			db.placing = db.placing[:0]
 			db.lazyMu.Unlock()
 			db.stmts.prepare(ctx, db.w) // the writer connection is free again
 		}()

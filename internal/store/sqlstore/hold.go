@@ -225,6 +225,9 @@ func (db *DB) placeHolds(ctx context.Context, tx *sql.Tx, hs []*store.Hold, errs
 			continue
 		}
 		delete(inserted, h.RequestID) // a second hold of the request in the batch conflicts
+		if db.dialect == sqliteDialect {
+			db.placing = append(db.placing, h.RequestID)
+		}
 		heldDelta[buyerAccount(h.AccountID)] += h.Amount
 		for _, w := range held[i] {
 			windowDelta[w] += h.Amount

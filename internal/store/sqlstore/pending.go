@@ -232,80 +232,110 @@ SELECT 2, '', '', 0, 0, 0 FROM holds WHERE request_id = ?7`
 
 // placeLazy places a lazy hold: checked against the balance and the caps less the open and
 // pending holds, then kept pending. It returns a *store.LimitError as placeHolds does, and
-// store.ErrConflict for a request held already.
+// store.ErrConflict for a request held already. What it read of the buyer's money is kept
+// until the next commit (lazyFunds), and whether the request was held is known without the
+// database for the ids this process made lately (heldIDs): then it decides in memory.
 func (db *DB) placeLazy(ctx context.Context, h *store.Hold) error {
-	st, err := db.readStmt(ctx, lazyRead)
-	if err != nil {
-		return err
-	}
-	type capFunds struct {
-		c           store.Cap
-		spent, held money.Nanos
-	}
-	var (
-		balance, held money.Nanos
-		caps          []capFunds
-		conflict      bool
-	)
-	buyer := buyerAccount(h.AccountID)
-	key, account := store.KeyScope(h.KeyID), store.AccountScope(h.AccountID)
+	k := newLazyKey(h)
 	db.lazyMu.Lock()
 	defer db.lazyMu.Unlock()
-	rows, err := st.QueryContext(ctx, millis(store.WindowStart(store.Daily, h.CreatedAt)), millis(store.WindowStart(store.Weekly, h.CreatedAt)),
-		millis(store.WindowStart(store.Monthly, h.CreatedAt)), key, account, buyer, h.RequestID)
+	if f := db.funds.get(k, db.commits, db.now()); f != nil {
+		if held, sure := db.held.known(h.RequestID); sure {
+			// A refusal is decided on a fresh read: the money may have come since, from
+			// another process (shareai admin credit).
+			if ws, err := db.decideLazy(h, &k, f); err == nil {
+				if held || db.pending.has(h.RequestID) {
+					return fmt.Errorf("hold for request %s: %w", h.RequestID, store.ErrConflict)
+				}
+				db.addLazy(h, ws)
+				return nil
+			}
+		}
+	}
+	f, conflict, err := db.readLazy(ctx, &k, h.RequestID)
 	if err != nil {
 		return err
 	}
+	db.funds.put(k, f, db.commits, db.now())
+	ws, err := db.decideLazy(h, &k, f)
+	if err != nil {
+		return err
+	}
+	if conflict || db.pending.has(h.RequestID) {
+		return fmt.Errorf("hold for request %s: %w", h.RequestID, store.ErrConflict)
+	}
+	db.addLazy(h, ws)
+	return nil
+}
+
+// addLazy keeps h pending, counted in windows ws; by db.lazyMu.
+func (db *DB) addLazy(h *store.Hold, ws []window) {
+	db.pending.add(h, ws)
+	db.held.add(h.RequestID, time.Now())
+}
+
+// readLazy reads what the database holds of k's money and caps, and whether request id is
+// held, open or closed; by db.lazyMu.
+func (db *DB) readLazy(ctx context.Context, k *lazyKey, id string) (f *lazyFunds, conflict bool, err error) {
+	st, err := db.readStmt(ctx, lazyRead)
+	if err != nil {
+		return nil, false, err
+	}
+	rows, err := st.QueryContext(ctx, k.windows[0], k.windows[1], k.windows[2], k.key, k.account, k.buyer, id)
+	if err != nil {
+		return nil, false, err
+	}
+	defer rows.Close()
+	f = &lazyFunds{}
 	for rows.Next() {
 		var kind int
 		var cf capFunds
 		var a, b, c int64
 		if err := rows.Scan(&kind, &cf.c.Scope, &cf.c.Period, &a, &b, &c); err != nil {
-			rows.Close()
-			return err
+			return nil, false, err
 		}
 		switch kind {
 		case 0:
-			balance, held = money.Nanos(a), money.Nanos(c)
+			f.balance, f.held = money.Nanos(a), money.Nanos(c)
 		case 1:
 			cf.c.Limit, cf.spent, cf.held = money.Nanos(a), money.Nanos(b), money.Nanos(c)
-			caps = append(caps, cf)
+			f.caps = append(f.caps, cf)
 		default:
 			conflict = true
 		}
 	}
-	rows.Close()
 	if err := rows.Err(); err != nil {
-		return err
-	}
-
-	if avail := balance - held - db.pending.account(buyer); avail < h.Amount {
-		return &store.LimitError{Available: max(avail, 0), Need: h.Amount}
+		return nil, false, err
 	}
 	// The key's caps before the account's, as placeHolds checks them.
-	slices.SortStableFunc(caps, func(a, b capFunds) int {
-		if (a.c.Scope == key) != (b.c.Scope == key) {
-			if a.c.Scope == key {
+	slices.SortStableFunc(f.caps, func(a, b capFunds) int {
+		if (a.c.Scope == k.key) != (b.c.Scope == k.key) {
+			if a.c.Scope == k.key {
 				return -1
 			}
 			return 1
 		}
 		return 0
 	})
+	return f, conflict, nil
+}
+
+// decideLazy checks h against f less the pending holds, and returns the windows it counts
+// in; by db.lazyMu.
+func (db *DB) decideLazy(h *store.Hold, k *lazyKey, f *lazyFunds) ([]window, error) {
+	if avail := f.balance - f.held - db.pending.account(k.buyer); avail < h.Amount {
+		return nil, &store.LimitError{Available: max(avail, 0), Need: h.Amount}
+	}
 	var ws []window
-	for _, cf := range caps {
+	for _, cf := range f.caps {
 		w := window{cf.c.Scope, cf.c.Period, millis(store.WindowStart(cf.c.Period, h.CreatedAt))}
 		if left := cf.c.Limit - cf.spent - cf.held - db.pending.window(w); left < h.Amount {
 			c := cf.c
-			return &store.LimitError{Cap: &c, Available: max(left, 0), Need: h.Amount, ResetsAt: store.WindowEnd(c.Period, h.CreatedAt)}
+			return nil, &store.LimitError{Cap: &c, Available: max(left, 0), Need: h.Amount, ResetsAt: store.WindowEnd(c.Period, h.CreatedAt)}
 		}
 		ws = append(ws, w)
 	}
-	if conflict || db.pending.has(h.RequestID) {
-		return fmt.Errorf("hold for request %s: %w", h.RequestID, store.ErrConflict)
-	}
-	db.pending.add(h, ws)
-	return nil
+	return ws, nil
 }
 
 // readStmt returns query prepared on the readers' pool.
