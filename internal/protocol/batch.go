@@ -23,34 +23,32 @@ const MaxBatchBytes = 1 << 20
 // on a channel, up to MaxBatch frames and about MaxBatchBytes, so that a burst costs one write
 // instead of one per frame.
 type Batcher struct {
-	buf bytes.Buffer
-	enc *json.Encoder
+	buf []byte
 }
 
 // Encode returns the message for first and the frames waiting on more. The returned bytes are
 // valid until the next call.
 func (b *Batcher) Encode(first Frame, more <-chan Frame) ([]byte, error) {
-	if b.enc == nil {
-		b.enc = json.NewEncoder(&b.buf)
-	}
-	b.buf.Reset()
-	if err := b.enc.Encode(&first); err != nil {
+	var err error
+	if b.buf, err = appendFrame(b.buf[:0], &first); err != nil {
 		return nil, err
 	}
+	b.buf = append(b.buf, '\n')
 	for range MaxBatch - 1 {
-		if b.buf.Len() >= MaxBatchBytes {
+		if len(b.buf) >= MaxBatchBytes {
 			break
 		}
 		select {
 		case fr := <-more:
-			if err := b.enc.Encode(&fr); err != nil {
+			if b.buf, err = appendFrame(b.buf, &fr); err != nil {
 				return nil, err
 			}
+			b.buf = append(b.buf, '\n')
 		default:
-			return b.buf.Bytes(), nil
+			return b.buf, nil
 		}
 	}
-	return b.buf.Bytes(), nil
+	return b.buf, nil
 }
 
 // Decode calls handle with each frame of a message, in order, and stops at the first error.

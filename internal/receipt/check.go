@@ -55,24 +55,15 @@ func (e *Expected) check(r Receipt, key ed25519.PublicKey) error {
 	if !key.Equal(e.NodeKey) {
 		errs = append(errs, &MismatchError{"node_key", keyPrefix(key), "the node registered with " + keyPrefix(e.NodeKey)})
 	}
-	for _, f := range []struct {
-		field      string
-		claim, saw any // of comparable types
-	}{
-		{"job_id", r.JobID, e.JobID},
-		{"node_id", r.NodeID, e.NodeID},
-		{"model", r.Model, e.Model},
-		{"prompt_tokens", r.PromptTokens, e.Usage.PromptTokens},
-		{"completion_tokens", r.CompletionTokens, e.Usage.CompletionTokens},
-		{"usage_estimated", r.UsageEstimated, e.Estimated},
-		{"finish_reason", r.FinishReason, e.FinishReason},
-		{"output_sha256", r.OutputSHA256, e.OutputSHA256},
-		{"output_bytes", r.OutputBytes, e.OutputBytes},
-	} {
-		if f.claim != f.saw {
-			errs = append(errs, &MismatchError{f.field, fmt.Sprintf("%#v", f.claim), fmt.Sprintf("%#v", f.saw)})
-		}
-	}
+	errs = mismatch(errs, "job_id", r.JobID, e.JobID)
+	errs = mismatch(errs, "node_id", r.NodeID, e.NodeID)
+	errs = mismatch(errs, "model", r.Model, e.Model)
+	errs = mismatch(errs, "prompt_tokens", r.PromptTokens, e.Usage.PromptTokens)
+	errs = mismatch(errs, "completion_tokens", r.CompletionTokens, e.Usage.CompletionTokens)
+	errs = mismatch(errs, "usage_estimated", r.UsageEstimated, e.Estimated)
+	errs = mismatch(errs, "finish_reason", r.FinishReason, e.FinishReason)
+	errs = mismatch(errs, "output_sha256", r.OutputSHA256, e.OutputSHA256)
+	errs = mismatch(errs, "output_bytes", r.OutputBytes, e.OutputBytes)
 	if earliest := e.Sent.Add(-MaxClockSkew); r.StartedAt.Before(earliest) {
 		errs = append(errs, &MismatchError{"started_at", r.StartedAt.Format(time.RFC3339Nano),
 			fmt.Sprintf("the job sent at %s (allowing a clock off by %v)", e.Sent.UTC().Format(time.RFC3339Nano), MaxClockSkew)})
@@ -82,4 +73,13 @@ func (e *Expected) check(r Receipt, key ed25519.PublicKey) error {
 			fmt.Sprintf("the job end at %s (allowing a clock off by %v)", e.Ended.UTC().Format(time.RFC3339Nano), MaxClockSkew)})
 	}
 	return errors.Join(errs...)
+}
+
+// mismatch adds to errs a field whose claim is not what the coordinator saw: compared as
+// they are, and formatted only when they differ.
+func mismatch[T comparable](errs []error, field string, claim, saw T) []error {
+	if claim == saw {
+		return errs
+	}
+	return append(errs, &MismatchError{field, fmt.Sprintf("%#v", claim), fmt.Sprintf("%#v", saw)})
 }
