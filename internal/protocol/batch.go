@@ -66,6 +66,12 @@ func Decode(msg []byte, handle func(Frame) error) error {
 			continue
 		}
 		var fr Frame
+		if decodeFrame(line, &fr) {
+			if err := handle(fr); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := json.Unmarshal(line, &fr); err != nil {
 			var syn *json.SyntaxError
 			if !errors.As(err, &syn) {

@@ -74,3 +74,61 @@ func BenchmarkBatcher_Encode(b *testing.B) {
 		}
 	}
 }
+
+// decodeFrame decodes what it takes as encoding/json does, and what encoding/json refuses it
+// never takes.
+func FuzzDecodeFrame(f *testing.F) {
+	for _, fr := range []Frame{
+		{Type: TypeDelta, Job: "job_1", Delta: &Delta{Pieces: 3, Text: "東京 <b> \"q\" \n \u2028 😀"}},
+		{Type: TypeDelta, Job: "j", Delta: &Delta{Reasoning: "why", ToolCalls: json.RawMessage(`[{"id":"c","f":{"a":[1,-2.5e3,true,null]}}]`)}},
+		{Type: TypeEnd, Job: "j", End: &End{FinishReason: "stop", Usage: Usage{12, 34}, Estimated: true, ReceiptFollows: true}},
+		{Type: TypeEnd, Job: "j", End: &End{Receipt: json.RawMessage(`{"receipt":{"version":1},"node_key":"AAAA"}`)}},
+		{Type: TypeCredit, Job: "j", Credit: 16},
+		{Type: TypeReceipt, Job: "j", Receipt: json.RawMessage(`{"a":"b\\u00e9\\n","c":[]}`)},
+		{Type: TypeEnd, Job: "j", End: &End{Error: &Error{Status: 500, Message: "x"}}},
+	} {
+		b, _ := json.Marshal(fr)
+		f.Add(b)
+	}
+	for _, s := range []string{
+		`{"t":"delta","job":"a","delta":{"text":"\ud83d\ude00 \u00e9 \/"}}`, `{"T":"delta"}`, `{"t":"a","t":"b"}`,
+		`{"t":"end","end":{"usage":{"prompt_tokens":1.0}}}`, `{"t":"x","credit":-0}`, `{"t":"x","credit":01}`,
+		`{"t":"x"} {"t":"y"}`, ` { "t" : "x" , "job" : "y" } `, `{"t":"\xff"}`, `{"t":null}`, `{"delta":null}`,
+		`{"receipt":[1,2,{"a":{}}]}`, `{"receipt":"s"}`, `{"credit":99999999999999999999}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		var fast Frame
+		if !decodeFrame(line, &fast) {
+			return
+		}
+		var want Frame
+		if err := json.Unmarshal(line, &want); err != nil {
+			t.Fatalf("%q: decodeFrame took it, encoding/json refuses it: %v", line, err)
+		}
+		a, _ := json.Marshal(fast)
+		b, _ := json.Marshal(want)
+		if !bytes.Equal(a, b) || string(fast.Receipt) != string(want.Receipt) ||
+			(fast.Delta != nil && string(fast.Delta.ToolCalls) != string(want.Delta.ToolCalls)) ||
+			(fast.End != nil && string(fast.End.Receipt) != string(want.End.Receipt)) {
+			t.Fatalf("%q:\ndecodeFrame %s\nencoding/json %s", line, a, b)
+		}
+	})
+}
+
+func BenchmarkDecode(b *testing.B) {
+	more := make(chan Frame, 2)
+	more <- Frame{Type: TypeEnd, Job: "job_abcdefghijklmnop", End: &End{FinishReason: "stop", Usage: Usage{12, 20}, ReceiptFollows: true}}
+	more <- Frame{Type: TypeReceipt, Job: "job_abcdefghijklmnop", Receipt: json.RawMessage(`{"receipt":{"version":1,"job_id":"job_abcdefghijklmnop","node_id":"node_abcdefgh","model":"llama3.1:8b","prompt_tokens":12,"completion_tokens":20,"finish_reason":"stop","output_sha256":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","output_bytes":120},"node_key":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","node_signature":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=="}`)}
+	var bt Batcher
+	msg, err := bt.Encode(Frame{Type: TypeDelta, Job: "job_abcdefghijklmnop", Delta: &Delta{Pieces: 20, Text: " word word word word word word word word word word word word word word word word word word word word"}}, more)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := Decode(msg, func(Frame) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
