@@ -1,0 +1,79 @@
+package jsondec
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+// What the Decoder reads, encoding/json reads the same: a string, an integer, a raw value.
+func FuzzPrimitives(f *testing.F) {
+	for _, s := range []string{
+		`"plain"`, `"esc \" \\ \/ \b \f \n \r \t \u00e9 \u2028 \u0000"`, `"\ud83d\ude00"`, `"\ud800"`, `"東京"`, "\"\xff\"",
+		`0`, `-0`, `12`, `-12`, `01`, `1.5`, `1e3`, `9223372036854775807`, `9223372036854775808`, `-`,
+		`{"a":[1,-2.5e-3,true,false,null,"x",{}],"b":{"c":[]}}`, `[1,2`, `{"a" 1}`, `{"a":1,}`, ` [ ] `, `{"\u0041":1}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var s, s2 string
+		if d := New(b); d.String(&s) && d.End() {
+			if err := json.Unmarshal(b, &s2); err != nil || s != s2 {
+				t.Errorf("String(%q) = %q; encoding/json: %q, %v", b, s, s2, err)
+			}
+		}
+		var n, n2 int
+		if d := New(b); d.Int(&n) && d.End() {
+			if err := json.Unmarshal(b, &n2); err != nil || n != n2 {
+				t.Errorf("Int(%q) = %d; encoding/json: %d, %v", b, n, n2, err)
+			}
+		}
+		var u, u2 uint64
+		if d := New(b); d.Uint64(&u) && d.End() {
+			if err := json.Unmarshal(b, &u2); err != nil || u != u2 {
+				t.Errorf("Uint64(%q) = %d; encoding/json: %d, %v", b, u, u2, err)
+			}
+		}
+		var raw, raw2 json.RawMessage
+		if d := New(b); d.Raw(&raw) && d.End() {
+			if err := json.Unmarshal(b, &raw2); err != nil || !bytes.Equal(raw, raw2) {
+				t.Errorf("Raw(%q) = %q; encoding/json: %q, %v", b, raw, raw2, err)
+			}
+		}
+	})
+}
+
+// Once counts the members of each object apart, nested ones included.
+func TestObject_OnceByObject(t *testing.T) {
+	var a, c int
+	var inner bool
+	d := New([]byte(`{"a":1,"b":{"a":2,"c":3},"c":4}`))
+	ok := d.Object(func(key []byte) bool {
+		switch string(key) {
+		case "a":
+			return d.Once(0) && d.Int(&a)
+		case "b":
+			return d.Once(1) && d.Object(func(key []byte) bool {
+				inner = true
+				var x int
+				switch string(key) {
+				case "a":
+					return d.Once(0) && d.Int(&x)
+				case "c":
+					return d.Once(2) && d.Int(&x)
+				}
+				return false
+			})
+		case "c":
+			return d.Once(2) && d.Int(&c)
+		}
+		return false
+	})
+	if !ok || !d.End() || a != 1 || c != 4 || !inner {
+		t.Errorf("read %v: a %d, c %d, inner %v", ok, a, c, inner)
+	}
+	d = New([]byte(`{"a":1,"a":2}`))
+	if d.Object(func([]byte) bool { return d.Once(0) && d.Int(&a) }) {
+		t.Error("a member twice was read")
+	}
+}
