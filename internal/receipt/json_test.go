@@ -3,6 +3,7 @@ package receipt
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -56,6 +57,44 @@ func BenchmarkSigned_MarshalJSON(b *testing.B) {
 	b.Run("reflection", func(b *testing.B) {
 		for b.Loop() {
 			json.Marshal(plain(s))
+		}
+	})
+}
+
+// A signed receipt decoded in one pass is what encoding/json decodes, and a receipt likewise
+// what the strict decoder decodes.
+func FuzzDecodeFast(f *testing.F) {
+	key := make([]byte, 32)
+	proof := &Proof{Index: 3, Size: 7, Path: [][]byte{bytes.Repeat([]byte{1}, 32), {}}}
+	r := `{"version":1,"job_id":"job_1","node_id":"node_1","model":"m \u00e9","prompt_tokens":12,"completion_tokens":3,"usage_estimated":true,"output_sha256":"` +
+		string(bytes.Repeat([]byte("ab"), 32)) + `","output_bytes":120,"finish_reason":"stop","started_at":"2026-12-07T17:33:41.123Z","ended_at":"2026-12-07T17:33:42Z"}`
+	for _, s := range []Signed{
+		{Receipt: json.RawMessage(r), NodeKey: key, NodeSignature: make([]byte, 64), NodeProof: proof},
+		{Receipt: json.RawMessage(`{"version":2}`), NodeKey: key, RequestID: "req_1", CoordinatorKey: key, CoordinatorSignature: []byte{1},
+			CoordinatorProof: &Proof{Size: 1}, CountersignedAt: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)},
+	} {
+		b, _ := s.MarshalJSON()
+		f.Add(b)
+	}
+	f.Add([]byte(r))
+	f.Add([]byte(`{"receipt":{},"node_key":"","node_signature":"!!","node_proof":{"path":null}}`))
+	f.Add([]byte(`{"receipt":[],"node_proof":{"index":1,"size":2,"path":["AA==",""]},"NODE_KEY":"AA=="}`))
+	f.Add([]byte(`{"version":1,"job_id":"j","started_at":"2026-13-01T00:00:00Z","x":1}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var fast Signed
+		if fast.decodeFast(b) {
+			var slow Signed
+			if err := slow.unmarshalJSON(b); err != nil || !reflect.DeepEqual(fast, slow) {
+				t.Errorf("%q:\none pass %+v\nencoding/json %+v, %v", b, fast, slow, err)
+			}
+		}
+		if r, ok := decodeFast(b); ok {
+			var want Receipt
+			dec := json.NewDecoder(bytes.NewReader(b))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&want); err != nil || !reflect.DeepEqual(r, want) {
+				t.Errorf("%q:\none pass %+v\nencoding/json %+v, %v", b, r, want, err)
+			}
 		}
 	})
 }

@@ -110,6 +110,14 @@ type Signed struct {
 // UnmarshalJSON decodes a signed receipt as MarshalJSON encodes it, naming the field that is
 // not base64 when one is not.
 func (s *Signed) UnmarshalJSON(b []byte) error {
+	if s.decodeFast(b) {
+		return nil
+	}
+	return s.unmarshalJSON(b)
+}
+
+// unmarshalJSON is UnmarshalJSON through encoding/json.
+func (s *Signed) unmarshalJSON(b []byte) error {
 	var w struct {
 		Receipt              json.RawMessage `json:"receipt"`
 		NodeKey              string          `json:"node_key"`
