@@ -201,25 +201,24 @@ func (d *Decoder) escaped(s *string) bool {
 
 // Int reads an integer without fraction or exponent into n.
 func (d *Decoder) Int(n *int) bool {
-	j, ok := d.integer(true)
-	if !ok {
+	var v int64
+	if !d.signed(&v, strconv.IntSize) {
 		return false
 	}
-	v, err := strconv.ParseInt(string(d.b[d.i:j]), 10, strconv.IntSize)
-	if err != nil {
-		return false
-	}
-	*n, d.i = int(v), j
+	*n = int(v)
 	return true
 }
 
 // Int64 reads an integer without fraction or exponent into n.
-func (d *Decoder) Int64(n *int64) bool {
+func (d *Decoder) Int64(n *int64) bool { return d.signed(n, 64) }
+
+// signed reads an integer of bits bits into n.
+func (d *Decoder) signed(n *int64, bits int) bool {
 	j, ok := d.integer(true)
 	if !ok {
 		return false
 	}
-	v, err := strconv.ParseInt(string(d.b[d.i:j]), 10, 64)
+	v, err := strconv.ParseInt(string(d.b[d.i:j]), 10, bits)
 	if err != nil {
 		return false
 	}
@@ -227,7 +226,7 @@ func (d *Decoder) Int64(n *int64) bool {
 	return true
 }
 
-// Uint64 reads a integer of no sign, fraction or exponent into n.
+// Uint64 reads an integer of no sign, fraction or exponent into n.
 func (d *Decoder) Uint64(n *uint64) bool {
 	j, ok := d.integer(false)
 	if !ok {

@@ -16,9 +16,9 @@ func appendFrame(b []byte, fr *Frame) ([]byte, error) {
 		js, err := json.Marshal(fr)
 		return append(b, js...), err
 	}
-	b = appendString(append(b, `{"t":`...), fr.Type)
+	b = AppendString(append(b, `{"t":`...), fr.Type)
 	if fr.Job != "" {
-		b = appendString(append(b, `,"job":`...), fr.Job)
+		b = AppendString(append(b, `,"job":`...), fr.Job)
 	}
 	if d := fr.Delta; d != nil {
 		b = append(b, `,"delta":{`...)
@@ -27,10 +27,10 @@ func appendFrame(b []byte, fr *Frame) ([]byte, error) {
 			b = strconv.AppendInt(append(b, `"n":`...), int64(d.Pieces), 10)
 		}
 		if d.Text != "" {
-			b = appendString(append(comma(b, n), `"text":`...), d.Text)
+			b = AppendString(append(comma(b, n), `"text":`...), d.Text)
 		}
 		if d.Reasoning != "" {
-			b = appendString(append(comma(b, n), `"reasoning":`...), d.Reasoning)
+			b = AppendString(append(comma(b, n), `"reasoning":`...), d.Reasoning)
 		}
 		if len(d.ToolCalls) > 0 {
 			var err error
@@ -46,7 +46,7 @@ func appendFrame(b []byte, fr *Frame) ([]byte, error) {
 	if e := fr.End; e != nil {
 		b = append(b, `,"end":{`...)
 		if e.FinishReason != "" {
-			b = append(appendString(append(b, `"finish_reason":`...), e.FinishReason), ',')
+			b = append(AppendString(append(b, `"finish_reason":`...), e.FinishReason), ',')
 		}
 		b = strconv.AppendInt(append(b, `"usage":{"prompt_tokens":`...), int64(e.Usage.PromptTokens), 10)
 		b = strconv.AppendInt(append(b, `,"completion_tokens":`...), int64(e.Usage.CompletionTokens), 10)
@@ -96,9 +96,9 @@ func appendRaw(b, raw []byte) ([]byte, error) {
 
 const hexDigits = "0123456789abcdef"
 
-// appendString appends s as a JSON string as encoding/json encodes it: HTML's <, > and &
+// AppendString appends s as a JSON string as encoding/json encodes it: HTML's <, > and &
 // escaped, invalid UTF-8 as U+FFFD, and U+2028 and U+2029 escaped.
-func appendString(b []byte, s string) []byte {
+func AppendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {

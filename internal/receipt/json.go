@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/shareai/shareai/internal/jsondec"
+	"github.com/shareai/shareai/internal/protocol"
 )
 
 // MarshalJSON encodes s as encoding/json encodes its fields by their tags, byte for byte,
@@ -37,7 +38,7 @@ func (s Signed) MarshalJSON() ([]byte, error) {
 		b = s.NodeProof.appendJSON(append(b, `,"node_proof":`...))
 	}
 	if s.RequestID != "" {
-		b = appendString(append(b, `,"request_id":`...), s.RequestID)
+		b = protocol.AppendString(append(b, `,"request_id":`...), s.RequestID)
 	}
 	if len(s.CoordinatorKey) > 0 {
 		b = appendBytes(append(b, `,"coordinator_key":`...), s.CoordinatorKey)
@@ -98,19 +99,6 @@ func appendBytes(b, v []byte) []byte {
 		return append(b, "null"...)
 	}
 	b = base64.StdEncoding.AppendEncode(append(b, '"'), v)
-	return append(b, '"')
-}
-
-// appendString appends v as encoding/json encodes a string: as it is when it holds only
-// printable ASCII that JSON and HTML leave alone (request ids do), else through encoding/json.
-func appendString(b []byte, v string) []byte {
-	for i := range len(v) {
-		if c := v[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(v) // a string always encodes
-			return append(b, q...)
-		}
-	}
-	b = append(append(b, '"'), v...)
 	return append(b, '"')
 }
 
