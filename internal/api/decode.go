@@ -176,12 +176,16 @@ func unknownMember(b []byte, known map[string]bool) (string, bool) {
 	i := skipSpace(b, 1) // past '{'
 	for i < len(b) && b[i] == '"' {
 		end := stringEnd(b, i)
-		name := string(b[i+1 : end-1])
-		if !plain(name) { // escapes, or bytes that encoding/json reads as U+FFFD
+		if raw := b[i+1 : end-1]; plain(raw) {
+			if !known[string(raw)] { // no copy: a lookup by bytes
+				return string(raw), true
+			}
+		} else { // escapes, or bytes that encoding/json reads as U+FFFD
+			var name string
 			json.Unmarshal(b[i:end], &name) // valid JSON: cannot fail
-		}
-		if !known[name] {
-			return name, true
+			if !known[name] {
+				return name, true
+			}
 		}
 		i = skipSpace(b, end) // at ':'
 		i = skipSpace(b, valueEnd(b, skipSpace(b, i+1)))
@@ -194,7 +198,7 @@ func unknownMember(b []byte, known map[string]bool) (string, bool) {
 }
 
 // plain says whether a JSON string's content is ASCII without escapes: the string itself.
-func plain(s string) bool {
+func plain(s []byte) bool {
 	for i := range len(s) {
 		if s[i] == '\\' || s[i] >= utf8.RuneSelf {
 			return false
