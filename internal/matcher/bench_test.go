@@ -27,9 +27,10 @@ func fleetOf(n int) []Candidate {
 
 // decisionCase is one benchmarked decision: preferences over a fleet.
 type decisionCase struct {
-	name  string
-	prefs Prefs
-	none  bool // no node is eligible: the decision is a NoProvider
+	name     string
+	prefs    Prefs
+	excluded map[string]bool // the nodes that failed the request already, on a retry
+	none     bool            // no node is eligible: the decision is a NoProvider
 }
 
 // benchDecisions runs each case's decision (decide: as the core makes it) on one index of
@@ -69,7 +70,7 @@ func benchLive(b *testing.B, cands []Candidate, tracked bool, cases []decisionCa
 	}
 	for _, bc := range cases {
 		b.Run(bc.name, func(b *testing.B) {
-			req := Request{Model: model, Prefs: bc.prefs, Rand: seeded()}
+			req := Request{Model: model, Prefs: bc.prefs, Excluded: bc.excluded, Rand: seeded()}
 			times := make([]time.Duration, 0, 1<<16)
 			for b.Loop() {
 				start := time.Now()
@@ -214,6 +215,7 @@ func BenchmarkMatch_100k_Worst(b *testing.B) {
 			{name: "default", prefs: Prefs{}, none: true},
 			{name: "eu", prefs: Prefs{Regions: []string{"eu"}}, none: true},
 			{name: "latency", prefs: Prefs{Sort: SortLatency}, none: true},
+			{name: "retry", prefs: Prefs{}, excluded: map[string]bool{"node-5": true, "node-77": true, "node-999": true}, none: true},
 		})
 	})
 	b.Run("busy_but_gold_live/tracked", func(b *testing.B) {

@@ -75,6 +75,9 @@ func TestTrack_SameDecisions(t *testing.T) {
 		}
 		req := Request{Model: model, Tier: tiers[rng.IntN(len(tiers))], Prefs: Prefs{Regions: regions[rng.IntN(len(regions))],
 			MaxPrice: caps[rng.IntN(len(caps))], MinReliability: floors[rng.IntN(len(floors))]}, Continuation: rng.IntN(5) == 0}
+		if rng.IntN(3) == 0 { // a retry: the nodes that failed it, and one gone from the index
+			req.Excluded = map[string]bool{fmt.Sprint("n", rng.IntN(300)): true, fmt.Sprint("n", rng.IntN(300)): true, "gone": true}
+		}
 		byLatency := rng.IntN(4) == 0 // Take's walk, and its refusal
 		if byLatency {
 			req.Prefs.Sort = SortLatency

@@ -238,6 +238,32 @@ type idIndex struct {
 	num   map[string]int32
 	of    [][2]int32 // by candidate number: its node id's number and its provider id's
 	count []int32    // by id number: the candidates with that id
+	// byID lists, by id number, the numbers of the candidates with that node or provider id
+	// (candidates), for a refusal's excluded nodes.
+	byID lazy[[][]int32]
+}
+
+// candidates returns, by id number, the numbers of the candidates with that node or provider
+// id, ascending.
+func (x *idIndex) candidates() [][]int32 {
+	return x.byID.get(func() [][]int32 {
+		ends := make([]int32, len(x.num)+1)
+		for k, c := range x.count {
+			ends[k+1] = ends[k] + c
+		}
+		all := make([]int32, ends[len(ends)-1])
+		lists := make([][]int32, len(x.num))
+		for k := range lists {
+			lists[k] = all[ends[k]:ends[k]:ends[k+1]]
+		}
+		for i, of := range x.of {
+			lists[of[0]] = append(lists[of[0]], int32(i))
+			if of[1] != of[0] {
+				lists[of[1]] = append(lists[of[1]], int32(i))
+			}
+		}
+		return lists
+	})
 }
 
 func newIDIndex(cands []Candidate) *idIndex {

@@ -50,11 +50,12 @@ func (ix *Index) static() *staticBits {
 
 // refusal counts the reason of each candidate, for a request that f filters and no node can
 // take, into counts. It reports false, counting nothing, for filters it has no sets for
-// (excluded nodes, ignore, only or order lists, quantizations, batch work), or when the
-// countries' bitmap could not be cached: the caller walks every node instead.
+// (ignore, only or order lists, quantizations, batch work), or when the countries' bitmap
+// could not be cached: the caller walks every node instead. The nodes a request excludes (those
+// that failed it, on a retry) are found by their ids.
 func (ix *Index) refusal(f *filter, counts *[numReasons]int) bool {
 	p := &f.p
-	if len(f.excluded) > 0 || f.ignore.n > 0 || f.only.n > 0 || f.order.n > 0 || len(p.Quantizations) > 0 || f.batch {
+	if f.ignore.n > 0 || f.only.n > 0 || f.order.n > 0 || len(p.Quantizations) > 0 || f.batch {
 		return false
 	}
 	var regions []uint64
@@ -67,6 +68,9 @@ func (ix *Index) refusal(f *filter, counts *[numReasons]int) bool {
 	left := getBits(len(ix.cands))
 	defer putBits(left)
 	copy(left, sb.live)
+	if len(f.excluded) > 0 {
+		counts[excluded] += ix.dropExcluded(f, left)
+	}
 	if regions != nil {
 		counts[outsideRegion] += keep(left, regions)
 	}
@@ -152,4 +156,28 @@ func (ix *Index) anyFree(f *filter) bool {
 	ix.narrowWalk(f, &w)
 	defer w.release()
 	return ix.fm.nextFree(0, len(ix.cands), f.tier, w.bitmaps()) < len(ix.cands)
+}
+
+// dropExcluded clears from left the candidates of the nodes f excludes, and returns how many
+// it cleared.
+func (ix *Index) dropExcluded(f *filter, left []uint64) int {
+	x := ix.idNumbers()
+	byID := x.candidates()
+	n := 0
+	for id := range f.excluded {
+		num, ok := x.num[id]
+		if !ok {
+			continue
+		}
+		for _, i := range byID[num] {
+			if ix.cands[i].NodeID != id {
+				continue // the id is this candidate's provider's
+			}
+			if w, b := i/64, uint64(1)<<(i%64); left[w]&b != 0 {
+				left[w] &^= b
+				n++
+			}
+		}
+	}
+	return n
 }
