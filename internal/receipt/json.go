@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -23,6 +24,8 @@ func (s Signed) MarshalJSON() ([]byte, error) {
 	switch {
 	case s.Receipt == nil:
 		b = append(b, "null"...)
+	case len(s.Receipt) == 0:
+		return nil, errors.New("the receipt is empty: not JSON")
 	case bytes.ContainsAny(s.Receipt, " \t\r\n"):
 		buf := bytes.NewBuffer(b)
 		if err := json.Compact(buf, s.Receipt); err != nil {

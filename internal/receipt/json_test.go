@@ -8,6 +8,10 @@ import (
 	"time"
 )
 
+// plainSigned has Signed's fields and tags, without its methods: what encoding/json makes of
+// them by reflection.
+type plainSigned Signed
+
 // Signed's MarshalJSON writes what encoding/json writes from its fields' tags, byte for byte,
 // whatever is set or not: the stored receipts and the agents' frames do not change.
 func TestSigned_MarshalJSONAsEncodingJSON(t *testing.T) {
@@ -37,8 +41,13 @@ func TestSigned_MarshalJSONAsEncodingJSON(t *testing.T) {
 			t.Errorf("json.Marshal through the method:\n%s, %v\nwant:\n%s", via, err, want)
 		}
 	}
-	if _, err := (Signed{Receipt: json.RawMessage("{ broken")}).MarshalJSON(); err == nil {
-		t.Error("a receipt that is not JSON encoded without error")
+	for _, raw := range []json.RawMessage{json.RawMessage("{ broken"), {}} {
+		if _, err := (Signed{Receipt: raw}).MarshalJSON(); err == nil {
+			t.Errorf("a receipt %q, not JSON, encoded without error", raw)
+		}
+		if _, err := json.Marshal(plainSigned(Signed{Receipt: raw})); err == nil {
+			t.Errorf("encoding/json encodes the receipt %q", raw)
+		}
 	}
 }
 
