@@ -16,9 +16,9 @@ func appendFrame(b []byte, fr *Frame) ([]byte, error) {
 		js, err := json.Marshal(fr)
 		return append(b, js...), err
 	}
-	b = AppendString(append(b, `{"t":`...), fr.Type)
+	b = AppendString(append(b, `{"t":`...), fr.Type, true)
 	if fr.Job != "" {
-		b = AppendString(append(b, `,"job":`...), fr.Job)
+		b = AppendString(append(b, `,"job":`...), fr.Job, true)
 	}
 	if d := fr.Delta; d != nil {
 		b = append(b, `,"delta":{`...)
@@ -27,10 +27,10 @@ func appendFrame(b []byte, fr *Frame) ([]byte, error) {
 			b = strconv.AppendInt(append(b, `"n":`...), int64(d.Pieces), 10)
 		}
 		if d.Text != "" {
-			b = AppendString(append(comma(b, n), `"text":`...), d.Text)
+			b = AppendString(append(comma(b, n), `"text":`...), d.Text, true)
 		}
 		if d.Reasoning != "" {
-			b = AppendString(append(comma(b, n), `"reasoning":`...), d.Reasoning)
+			b = AppendString(append(comma(b, n), `"reasoning":`...), d.Reasoning, true)
 		}
 		if len(d.ToolCalls) > 0 {
 			var err error
@@ -46,7 +46,7 @@ func appendFrame(b []byte, fr *Frame) ([]byte, error) {
 	if e := fr.End; e != nil {
 		b = append(b, `,"end":{`...)
 		if e.FinishReason != "" {
-			b = append(AppendString(append(b, `"finish_reason":`...), e.FinishReason), ',')
+			b = append(AppendString(append(b, `"finish_reason":`...), e.FinishReason, true), ',')
 		}
 		b = strconv.AppendInt(append(b, `"usage":{"prompt_tokens":`...), int64(e.Usage.PromptTokens), 10)
 		b = strconv.AppendInt(append(b, `,"completion_tokens":`...), int64(e.Usage.CompletionTokens), 10)
@@ -96,14 +96,15 @@ func appendRaw(b, raw []byte) ([]byte, error) {
 
 const hexDigits = "0123456789abcdef"
 
-// AppendString appends s as a JSON string as encoding/json encodes it: HTML's <, > and &
-// escaped, invalid UTF-8 as U+FFFD, and U+2028 and U+2029 escaped.
-func AppendString(b []byte, s string) []byte {
+// AppendString appends s as a JSON string as encoding/json encodes it: invalid UTF-8 as
+// U+FFFD, U+2028 and U+2029 escaped, and HTML's <, > and & escaped when escapeHTML is set (as
+// encoding/json's Marshal does; the buyer API's answers leave them alone).
+func AppendString(b []byte, s string, escapeHTML bool) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if c >= 0x20 && c != '"' && c != '\\' && (!escapeHTML || c != '<' && c != '>' && c != '&') {
 				i++
 				continue
 			}

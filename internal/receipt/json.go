@@ -41,7 +41,7 @@ func (s Signed) MarshalJSON() ([]byte, error) {
 		b = s.NodeProof.appendJSON(append(b, `,"node_proof":`...))
 	}
 	if s.RequestID != "" {
-		b = protocol.AppendString(append(b, `,"request_id":`...), s.RequestID)
+		b = protocol.AppendString(append(b, `,"request_id":`...), s.RequestID, true)
 	}
 	if len(s.CoordinatorKey) > 0 {
 		b = appendBytes(append(b, `,"coordinator_key":`...), s.CoordinatorKey)
