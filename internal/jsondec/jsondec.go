@@ -70,23 +70,31 @@ func (d *Decoder) Object(member func(key []byte) bool) bool {
 	outer := d.seen
 	defer func() { d.seen = outer }()
 	d.seen = 0
-	if !d.consume('{') {
-		return false
-	}
-	if d.consume('}') {
-		return true
-	}
-	for {
-		d.space()
+	return d.list('{', '}', func() bool {
 		key, ok := d.plainKey()
 		if !ok || !d.consume(':') {
 			return false
 		}
 		d.space()
-		if !member(key) {
+		return member(key)
+	})
+}
+
+// list reads open, the items item reads (at each, past white space), separated by commas,
+// and close.
+func (d *Decoder) list(open, close byte, item func() bool) bool {
+	if !d.consume(open) {
+		return false
+	}
+	if d.consume(close) {
+		return true
+	}
+	for {
+		d.space()
+		if !item() {
 			return false
 		}
-		if d.consume('}') {
+		if d.consume(close) {
 			return true
 		}
 		if !d.consume(',') {
@@ -270,26 +278,7 @@ func (d *Decoder) StringToken(t *[]byte) bool {
 
 // Array reads an array, calling elem with the decoder at each element; elem reads it, or
 // reports false.
-func (d *Decoder) Array(elem func() bool) bool {
-	if !d.consume('[') {
-		return false
-	}
-	if d.consume(']') {
-		return true
-	}
-	for {
-		d.space()
-		if !elem() {
-			return false
-		}
-		if d.consume(']') {
-			return true
-		}
-		if !d.consume(',') {
-			return false
-		}
-	}
-}
+func (d *Decoder) Array(elem func() bool) bool { return d.list('[', ']', elem) }
 
 // Bool reads true or false into v.
 func (d *Decoder) Bool(v *bool) bool {
@@ -329,38 +318,9 @@ func (d *Decoder) skip(depth int) bool {
 	}
 	switch c := d.b[d.i]; {
 	case c == '{':
-		d.i++
-		if d.consume('}') {
-			return true
-		}
-		for {
-			d.space()
-			if !d.skipString() || !d.consume(':') || !d.skip(depth+1) {
-				return false
-			}
-			if d.consume('}') {
-				return true
-			}
-			if !d.consume(',') {
-				return false
-			}
-		}
+		return d.list('{', '}', func() bool { return d.skipString() && d.consume(':') && d.skip(depth+1) })
 	case c == '[':
-		d.i++
-		if d.consume(']') {
-			return true
-		}
-		for {
-			if !d.skip(depth + 1) {
-				return false
-			}
-			if d.consume(']') {
-				return true
-			}
-			if !d.consume(',') {
-				return false
-			}
-		}
+		return d.list('[', ']', func() bool { return d.skip(depth + 1) })
 	case c == '"':
 		return d.skipString()
 	case c == 't' || c == 'f':
