@@ -114,6 +114,20 @@ func TestLazyHold_HeldAlready(t *testing.T) {
 			t.Errorf("%s: known from memory %v", id, sure)
 		}
 	}
+	// A hold written at once (not lazy) is known too, once its transaction commits: a lazy
+	// hold of the same request on a read kept since is refused.
+	placed := requestid.New()
+	h := lazyHold(placed, cent, now)
+	h.Lazy = false
+	if err := db.PlaceHold(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.PlaceHold(ctx, lazyHold(requestid.New(), cent, now)); err != nil { // reads, and keeps the read
+		t.Fatal(err)
+	}
+	if err := db.PlaceHold(ctx, lazyHold(placed, cent, now)); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("a request held at once, held again lazily: %v; want ErrConflict", err)
+	}
 }
 
 // heldIDs remembers the ids it is given for heldFor after their time, and vouches only for
