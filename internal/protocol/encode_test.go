@@ -132,3 +132,30 @@ func BenchmarkDecode(b *testing.B) {
 		}
 	}
 }
+
+// decodeFrame itself takes every job frame this package writes: encoding/json is only for the
+// others, and for what other writers send.
+func TestDecodeFrame_TakesOurJobFrames(t *testing.T) {
+	for _, fr := range []Frame{
+		{Type: TypeDelta, Job: "job_1", Delta: &Delta{Pieces: 3, Text: "東京 <b> \"q\"\n\u2028", Reasoning: "r", ToolCalls: json.RawMessage(`[{"id":"c"}]`)}},
+		{Type: TypeEnd, Job: "job_1", End: &End{FinishReason: "stop", Usage: Usage{12, 34}, Estimated: true, ReceiptFollows: true}},
+		{Type: TypeEnd, Job: "job_1", End: &End{Receipt: json.RawMessage(`{"receipt":{"version":1},"node_key":"AA=="}`)}},
+		{Type: TypeCredit, Job: "job_1", Credit: 16},
+		{Type: TypeCancel, Job: "job_1"},
+		{Type: TypeReceipt, Job: "job_1", Receipt: json.RawMessage(`{"receipt":{"a":[1,2.5,null,true]}}`)},
+	} {
+		b, err := appendFrame(nil, &fr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got Frame
+		if !decodeFrame(b, &got) {
+			t.Errorf("%s: left to encoding/json", b)
+			continue
+		}
+		again, _ := appendFrame(nil, &got)
+		if !bytes.Equal(again, b) {
+			t.Errorf("%s decoded as %s", b, again)
+		}
+	}
+}

@@ -2,8 +2,10 @@ package receipt
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -106,4 +108,28 @@ func FuzzDecodeFast(f *testing.F) {
 			}
 		}
 	})
+}
+
+// decodeFast itself takes the signed receipts MarshalJSON writes, and the receipts encode
+// writes: encoding/json is only for what other writers send.
+func TestDecodeFast_TakesOurReceipts(t *testing.T) {
+	key := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
+	r := Receipt{Version: Version, JobID: "job_1", NodeID: "node_1", Model: "m", PromptTokens: 3, CompletionTokens: 4,
+		OutputSHA256: strings.Repeat("ab", 32), OutputBytes: 9, FinishReason: "stop",
+		StartedAt: time.Now().UTC().Truncate(time.Millisecond), EndedAt: time.Now().UTC().Truncate(time.Millisecond)}
+	signed, errs := SignBatch(key, []Receipt{r, r})
+	if errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	b, err := signed[0].MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s Signed
+	if !s.decodeFast(b) || !reflect.DeepEqual(s, signed[0]) {
+		t.Errorf("%s: not taken, or decoded as %+v", b, s)
+	}
+	if got, ok := decodeFast(s.Receipt); !ok || !reflect.DeepEqual(got, r) {
+		t.Errorf("receipt %s: not taken (%v), or decoded as %+v", s.Receipt, ok, got)
+	}
 }
