@@ -1,19 +1,21 @@
 // Package jsondec decodes the few JSON shapes that every request carries (the agent
-// protocol's frames, the nodes' receipts) in one pass and without reflection, where
-// encoding/json's two passes (a scan to validate, then a reflective decode) cost a request's
-// path several percent of its CPU.
+// protocol's frames, the nodes' receipts, the engines' streamed chunks) in one pass and
+// without reflection, where encoding/json's two passes (a scan to validate, then a reflective
+// decode) cost a request's path several percent of its CPU.
 //
 // A Decoder never decides alone: each method reports false for anything it does not read
-// exactly as encoding/json would (a member it is not told of, a member twice or in another
-// case, a null, a number with a fraction where an integer goes, an escaped half of a
-// surrogate pair, invalid UTF-8, nesting deeper than maxDepth), and its caller then decodes
-// the same bytes with encoding/json, which decides and words the errors. The callers' fuzz
-// targets hold the two to the same results.
+// exactly as encoding/json would (a member twice or in another case, an escaped key, a number
+// with a fraction where an integer goes, nesting deeper than maxDepth), and its caller then
+// decodes the same bytes with encoding/json, which decides and words the errors. Strings are
+// read as encoding/json reads them, invalid UTF-8 and lone surrogates becoming U+FFFD. The
+// callers' fuzz targets hold the two to the same results.
 package jsondec
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
+	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -122,87 +124,25 @@ func (d *Decoder) plainKey() ([]byte, bool) {
 }
 
 // String reads a string into s, unescaped as encoding/json does.
-func (d *Decoder) String(s *string) bool {
-	if d.i >= len(d.b) || d.b[d.i] != '"' {
+func (d *Decoder) String(s *string) bool { return d.Interned(s, nil) }
+
+// Interned reads a string into s as String does, and when it holds no escapes and is a key of
+// known, sets s to known's value for it instead of allocating a copy: for strings that come
+// in message after message.
+func (d *Decoder) Interned(s *string, known map[string]string) bool {
+	start := d.i
+	if !d.skipString() {
 		return false
 	}
-	j := d.i + 1
-	for j < len(d.b) {
-		c := d.b[j]
-		if c == '"' {
-			seg := d.b[d.i+1 : j]
-			if !utf8.Valid(seg) {
-				return false
-			}
-			*s = string(seg)
-			d.i = j + 1
-			return true
-		}
-		if c == '\\' {
-			return d.escaped(s)
-		}
-		if c < 0x20 {
-			return false
-		}
-		j++
-	}
-	return false
+	*s = unquote(d.b[start+1:d.i-1], known)
+	return true
 }
 
-// escaped reads a string that holds escapes.
-func (d *Decoder) escaped(s *string) bool {
-	out := make([]byte, 0, 64)
-	j := d.i + 1
-	start := j
-	for j < len(d.b) {
-		c := d.b[j]
-		switch {
-		case c == '"':
-			out = append(out, d.b[start:j]...)
-			if !utf8.Valid(out) {
-				return false
-			}
-			*s = string(out)
-			d.i = j + 1
-			return true
-		case c < 0x20:
-			return false
-		case c != '\\':
-			j++
-			continue
-		}
-		out = append(out, d.b[start:j]...)
-		if j+1 >= len(d.b) {
-			return false
-		}
-		switch e := d.b[j+1]; e {
-		case '"', '\\', '/':
-			out = append(out, e)
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			if j+6 > len(d.b) {
-				return false
-			}
-			r, err := strconv.ParseUint(string(d.b[j+2:j+6]), 16, 16)
-			if err != nil || utf16.IsSurrogate(rune(r)) {
-				return false
-			}
-			out = utf8.AppendRune(out, rune(r))
-			j += 4
-		default:
-			return false
-		}
-		j += 2
-		start = j
+// Null reads null, if it comes next.
+func (d *Decoder) Null() bool {
+	if len(d.b)-d.i >= 4 && string(d.b[d.i:d.i+4]) == "null" {
+		d.i += 4
+		return true
 	}
 	return false
 }
@@ -293,14 +233,45 @@ func (d *Decoder) Bool(v *bool) bool {
 	return true
 }
 
-// Raw reads a JSON object or array into v, as encoding/json fills a json.RawMessage: the
-// value's bytes, copied.
+// Raw reads any value into v, as encoding/json fills a json.RawMessage: the value's bytes,
+// copied.
 func (d *Decoder) Raw(v *json.RawMessage) bool {
+	d.space()
 	start := d.i
-	if d.i >= len(d.b) || (d.b[d.i] != '{' && d.b[d.i] != '[') || !d.skip(0) {
+	if !d.skip(0) {
 		return false
 	}
 	*v = append(json.RawMessage(nil), d.b[start:d.i]...)
+	return true
+}
+
+// Skip reads any value, checking its grammar, for a member its caller does not keep.
+func (d *Decoder) Skip() bool { return d.skip(0) }
+
+// Lookup returns the index of key in names, or -1, as encoding/json matches a member to a
+// field. It reports false for a key that is none of names but equals one of them under
+// encoding/json's case folding: the caller leaves such an object to encoding/json.
+func Lookup(key []byte, names []string) (int, bool) {
+	for k, name := range names {
+		if string(key) == name {
+			return k, true
+		}
+	}
+	for _, name := range names {
+		// Case folding keeps ASCII lengths; a longer key may hold K (Kelvin) or ſ.
+		if (len(key) == len(name) || len(key) > len(name) && !isASCII(key)) && bytes.EqualFold(key, []byte(name)) {
+			return -1, false
+		}
+	}
+	return -1, true
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
 	return true
 }
 
@@ -327,52 +298,144 @@ func (d *Decoder) skip(depth int) bool {
 		var b bool
 		return d.Bool(&b)
 	case c == 'n':
-		if len(d.b)-d.i >= 4 && string(d.b[d.i:d.i+4]) == "null" {
-			d.i += 4
-			return true
-		}
-		return false
+		return d.Null()
 	default:
 		return d.number()
 	}
 }
 
-// skipString reads a string, checking its escapes and that it is UTF-8.
+// skipString reads a string, checking its escapes. Like encoding/json it takes any byte but
+// a control character, valid UTF-8 or not.
 func (d *Decoder) skipString() bool {
-	if d.i >= len(d.b) || d.b[d.i] != '"' {
+	b := d.b
+	if d.i >= len(b) || b[d.i] != '"' {
 		return false
 	}
-	for j := d.i + 1; j < len(d.b); j++ {
-		switch c := d.b[j]; {
+	for j := d.i + 1; j < len(b); j++ {
+		for j < len(b) && plain[b[j]] {
+			j++
+		}
+		if j == len(b) {
+			break
+		}
+		switch c := b[j]; {
 		case c == '"':
-			if !utf8.Valid(d.b[d.i+1 : j]) {
-				return false
-			}
 			d.i = j + 1
 			return true
 		case c < 0x20:
 			return false
 		case c == '\\':
-			if j+1 >= len(d.b) {
+			j++
+			if j >= len(b) {
 				return false
 			}
-			switch d.b[j+1] {
+			switch b[j] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				j++
 			case 'u':
-				if j+6 > len(d.b) {
+				if getu4(b[j-1:]) < 0 {
 					return false
 				}
-				if _, err := strconv.ParseUint(string(d.b[j+2:j+6]), 16, 16); err != nil {
-					return false
-				}
-				j += 5
+				j += 4
 			default:
 				return false
 			}
 		}
 	}
 	return false
+}
+
+// plain holds the bytes a string holds as they are: not ", \ or a control character.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// unquote decodes the inside of a checked string as encoding/json does: invalid UTF-8 and
+// lone surrogates become U+FFFD. A string without escapes that is a key of known is known's.
+func unquote(s []byte, known map[string]string) string {
+	simple := true
+	for _, c := range s {
+		if c == '\\' || c >= utf8.RuneSelf {
+			simple = false
+			break
+		}
+	}
+	if simple {
+		if c, ok := known[string(s)]; ok {
+			return c
+		}
+		return string(s)
+	}
+	if bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s) {
+		return string(s)
+	}
+	b := make([]byte, 0, len(s)+8)
+	for r := 0; r < len(s); {
+		c := s[r]
+		switch {
+		case c == '\\':
+			switch e := s[r+1]; e {
+			case 'b':
+				b = append(b, '\b')
+			case 'f':
+				b = append(b, '\f')
+			case 'n':
+				b = append(b, '\n')
+			case 'r':
+				b = append(b, '\r')
+			case 't':
+				b = append(b, '\t')
+			case 'u':
+				rr := getu4(s[r:])
+				r += 6
+				if utf16.IsSurrogate(rr) {
+					if dec := utf16.DecodeRune(rr, getu4(s[r:])); dec != unicode.ReplacementChar {
+						r += 6
+						b = utf8.AppendRune(b, dec)
+						continue
+					}
+					rr = unicode.ReplacementChar
+				}
+				b = utf8.AppendRune(b, rr)
+				continue
+			default: // " \ /
+				b = append(b, e)
+			}
+			r += 2
+		case c < utf8.RuneSelf:
+			b = append(b, c)
+			r++
+		default:
+			rr, size := utf8.DecodeRune(s[r:])
+			b = utf8.AppendRune(b, rr)
+			r += size
+		}
+	}
+	return string(b)
+}
+
+// getu4 decodes \uXXXX at the start of s, or returns -1.
+func getu4(s []byte) rune {
+	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
+		return -1
+	}
+	var r rune
+	for _, c := range s[2:6] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r*16 + rune(c)
+	}
+	return r
 }
 
 // number reads a JSON number.

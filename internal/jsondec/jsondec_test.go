@@ -6,10 +6,11 @@ import (
 	"testing"
 )
 
-// What the Decoder reads, encoding/json reads the same: a string, an integer, a raw value.
+// What the Decoder reads, encoding/json reads the same: a string (interned or not), an
+// integer, a raw value; and what it skips, encoding/json takes as valid.
 func FuzzPrimitives(f *testing.F) {
 	for _, s := range []string{
-		`"plain"`, `"esc \" \\ \/ \b \f \n \r \t \u00e9 \u2028 \u0000"`, `"\ud83d\ude00"`, `"\ud800"`, `"東京"`, "\"\xff\"",
+		`"plain"`, `"esc \" \\ \/ \b \f \n \r \t \u00e9 \u2028 \u0000"`, `"\ud83d\ude00"`, `"\ud800"`, `"\ud800\u0041"`, `"東京"`, "\"\xff\"", "\"a\xe6\x88b\"", `"stop"`, `"st\u006fp"`,
 		`0`, `-0`, `12`, `-12`, `01`, `1.5`, `1e3`, `9223372036854775807`, `9223372036854775808`, `-`,
 		`{"a":[1,-2.5e-3,true,false,null,"x",{}],"b":{"c":[]}}`, `[1,2`, `{"a" 1}`, `{"a":1,}`, ` [ ] `, `{"\u0041":1}`,
 	} {
@@ -21,6 +22,15 @@ func FuzzPrimitives(f *testing.F) {
 			if err := json.Unmarshal(b, &s2); err != nil || s != s2 {
 				t.Errorf("String(%q) = %q; encoding/json: %q, %v", b, s, s2, err)
 			}
+		}
+		var in string
+		if d := New(b); d.Interned(&in, known) && d.End() {
+			if err := json.Unmarshal(b, &s2); err != nil || in != s2 {
+				t.Errorf("Interned(%q) = %q; encoding/json: %q, %v", b, in, s2, err)
+			}
+		}
+		if d := New(b); d.Skip() && d.End() && !json.Valid(b) {
+			t.Errorf("Skip(%q) read what encoding/json refuses", b)
 		}
 		var n, n2 int
 		if d := New(b); d.Int(&n) && d.End() {
@@ -41,6 +51,47 @@ func FuzzPrimitives(f *testing.F) {
 			}
 		}
 	})
+}
+
+var known = map[string]string{"stop": "stop"}
+
+// Interned spares the copy of a known string, and only of a string with no escapes.
+func TestInterned(t *testing.T) {
+	var s string
+	d := New([]byte(`"stop"`))
+	if allocs := testing.AllocsPerRun(100, func() { d.i = 0; d.Interned(&s, known) }); allocs != 0 || s != "stop" {
+		t.Errorf("Interned = %q with %v allocations, want stop with none", s, allocs)
+	}
+	if d := New([]byte(`"st\u006fp"`)); !d.Interned(&s, known) || s != "stop" {
+		t.Errorf("Interned of an escaped string = %q, want stop", s)
+	}
+}
+
+// Lookup matches a key as encoding/json matches a member to a field, and gives up where
+// encoding/json would match it by case folding.
+func TestLookup(t *testing.T) {
+	names := []string{"index", "tokens", "delta"}
+	for _, tt := range []struct {
+		key string
+		k   int
+		ok  bool
+	}{
+		{"index", 0, true},
+		{"delta", 2, true},
+		{"other", -1, true},
+		{"", -1, true},
+		{"Index", -1, false},
+		{"DELTA", -1, false},
+		{"token\u017f", -1, false},       // ſ, the long s, folds to s
+		{"to\xe2\x84\xaaens", -1, false}, // K, the Kelvin sign, folds to k
+		{"ind\xc5\xbfx", -1, true},       // ſ folds to s, not e
+		{"indexx", -1, true},
+	} {
+		key := []byte(tt.key)
+		if k, ok := Lookup(key, names); k != tt.k || ok != tt.ok {
+			t.Errorf("Lookup(%q) = %d, %v; want %d, %v", key, k, ok, tt.k, tt.ok)
+		}
+	}
 }
 
 // Once counts the members of each object apart, nested ones included.

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/shareai/shareai/internal/jsondec"
 )
 
 // decodeStd decodes data with encoding/json alone.
@@ -59,8 +61,8 @@ func TestDecode(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var fast chunk
-			d := decoder{b: []byte(tt.data)}
-			gotFast := d.chunk(&fast)
+			d := jsondec.New([]byte(tt.data))
+			gotFast := readChunk(&d, &fast) && d.End()
 			if gotFast != tt.fast {
 				t.Errorf("small decoder took it: %v, want %v", gotFast, tt.fast)
 			}
@@ -91,8 +93,8 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var fast chunk
-		d := decoder{b: data}
-		if !d.chunk(&fast) {
+		d := jsondec.New(data)
+		if !readChunk(&d, &fast) || !d.End() {
 			return
 		}
 		want, err := decodeStd(data)
