@@ -30,79 +30,24 @@ type openHold struct {
 	pending                            bool // lazy, not written: the database holds none of it
 }
 
-// settle closes a batch's holds in tx, appending to made the ledger accounts it ensured.
+// settle closes a batch's holds in tx, appending to made the ledger accounts it ensured: it
+// finds the holds, checks each settlement against its own and plans its rows, then writes
+// them all, the rows every request shares last.
 func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement, errs []error, made *[]string) error {
-	ids := make([]string, len(batch))
-	for i, s := range batch {
-		ids[i] = s.RequestID
-	}
-	slices.Sort(ids) // holds are locked in the order of their ids, as checkpoints lock them
-	holds := map[string]*openHold{}
-	err := db.inChunks(ctx, tx, `SELECT request_id, account_id, key_id, amount, windows, created_at, replica FROM open_holds WHERE request_id IN `,
-		` ORDER BY request_id`+db.forUpdate(), nil, ids,
-		func(r *sql.Rows) error {
-			var id string
-			var h openHold
-			var amount int64
-			if err := r.Scan(&id, &h.accountID, &h.keyID, &amount, &h.windows, &h.createdAt, &h.replica); err != nil {
-				return err
-			}
-			h.amount = money.Nanos(amount)
-			holds[id] = &h
-			return nil
-		})
+	holds, closed, err := db.settlingHolds(ctx, tx, batch)
 	if err != nil {
 		return err
 	}
-	// The requests not held open: pending (lazy), closed already (settling is idempotent), or
-	// never held.
-	var missing []string
-	var pending []*pendingHold
-	for _, id := range ids {
-		if holds[id] != nil || (len(missing) > 0 && missing[len(missing)-1] == id) {
-			continue
-		}
-		if ph := db.pending.getTx(id); ph != nil {
-			if len(pending) == 0 || pending[len(pending)-1] != ph { // ids are sorted
-				pending = append(pending, ph)
-			}
-			continue
-		}
-		missing = append(missing, id)
+	p := settlement{
+		balance: map[string]money.Nanos{},
+		held:    map[string]money.Nanos{},
+		spent:   map[window][2]money.Nanos{},
+		ensure:  map[string][2]string{},
+		flagged: map[string]int{},
 	}
-	if len(pending) > 0 {
-		hs, ws := make([]*store.Hold, len(pending)), make([][]window, len(pending))
-		for i, ph := range pending {
-			hs[i], ws[i] = &ph.hold, slices.Clone(ph.windows)
-		}
-		if err := db.capWindows(ctx, tx, hs, ws); err != nil {
-			return err
-		}
-		for i, h := range hs {
-			holds[h.RequestID] = &openHold{accountID: h.AccountID, keyID: h.KeyID, windows: formatWindows(ws[i]), replica: h.Replica,
-				amount: h.Amount, createdAt: millis(h.CreatedAt), pending: true}
-		}
-	}
-	closed := map[string]bool{}
-	if len(missing) > 0 {
-		if closed, err = db.heldRequests(ctx, tx, []string{"holds"}, missing); err != nil {
-			return err
-		}
-	}
-
-	var (
-		done                      []string // the requests whose holds close
-		txns, entries, uses, shut [][]any
-		receipts                  [][]any
-		balance                   = map[string]money.Nanos{}
-		held                      = map[string]money.Nanos{}
-		spent                     = map[window][2]money.Nanos{}
-		ensure                    = map[string][2]string{} // ledger account → owner, kind
-		flagged                   = map[string]int{}       // node → over-claims
-	)
 	for i, s := range batch {
 		for _, r := range s.Receipts { // a record of the jobs that ran, whatever the money does
-			receipts = append(receipts, receiptArgs(r))
+			p.receipts = append(p.receipts, receiptArgs(r))
 		}
 		h := holds[s.RequestID]
 		if err := checkSettlement(s, h, closed[s.RequestID]); err != nil {
@@ -124,103 +69,189 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 			}
 		}
 		h.closing = true // a second settlement of it in this batch finds it closed
-		status := "settled"
-		if s.Debit == 0 {
-			status = "voided"
-		}
-		shut = append(shut, []any{s.RequestID, h.accountID, h.keyID, int64(h.amount), h.windows, status, h.createdAt, millis(s.At), h.replica})
-		buyer := buyerAccount(h.accountID)
-		unheld := h.amount // what the database holds for it
 		if h.pending {
 			db.pending.take(s.RequestID)
-			unheld = 0
-		} else {
-			done = append(done, s.RequestID)
 		}
-		held[buyer] -= unheld
-		for _, w := range ws {
-			d := spent[w]
-			spent[w] = [2]money.Nanos{d[0] + s.Debit, d[1] - unheld}
-		}
-		if s.Usage != nil {
-			uses = append(uses, usageArgs(s.Usage))
-		}
-		for _, n := range s.Flagged {
-			flagged[n]++
-		}
-		if s.Debit == 0 {
+		p.add(s, h, ws)
+	}
+	return db.writeSettlement(ctx, tx, &p, made)
+}
+
+// settlingHolds returns the holds a batch settles, open (locked, in the order of their ids)
+// or pending, by request id, and which of the others have closed already (settling is
+// idempotent); a request in neither was never held.
+func (db *DB) settlingHolds(ctx context.Context, tx *sql.Tx, batch []*store.Settlement) (map[string]*openHold, map[string]bool, error) {
+	ids := make([]string, len(batch))
+	for i, s := range batch {
+		ids[i] = s.RequestID
+	}
+	slices.Sort(ids) // holds are locked in the order of their ids, as checkpoints lock them
+	holds := map[string]*openHold{}
+	err := db.inChunks(ctx, tx, `SELECT request_id, account_id, key_id, amount, windows, created_at, replica FROM open_holds WHERE request_id IN `,
+		` ORDER BY request_id`+db.forUpdate(), nil, ids,
+		func(r *sql.Rows) error {
+			var id string
+			var h openHold
+			var amount int64
+			if err := r.Scan(&id, &h.accountID, &h.keyID, &amount, &h.windows, &h.createdAt, &h.replica); err != nil {
+				return err
+			}
+			h.amount = money.Nanos(amount)
+			holds[id] = &h
+			return nil
+		})
+	if err != nil {
+		return nil, nil, err
+	}
+	// The requests not held open: pending (lazy), closed already, or never held.
+	var missing []string
+	var pending []*pendingHold
+	for _, id := range ids {
+		if holds[id] != nil || (len(missing) > 0 && missing[len(missing)-1] == id) {
 			continue
 		}
-		txn := "settle:" + s.RequestID
-		txns = append(txns, []any{txn, "settle", s.RequestID, millis(s.At)})
-		entries = append(entries, []any{txn, buyer, -int64(s.Debit), nil, nil, millis(s.At), "", 0})
-		balance[buyer] -= s.Debit
-		for _, p := range s.Parts {
-			if p.Earned > 0 {
-				acct := pendingAccount(p.ProviderID)
-				ensure[acct] = [2]string{p.ProviderID, "pending"}
-				entries = append(entries, []any{txn, acct, int64(p.Earned), p.NodeID, nullMillis(s.ReleaseAt), millis(s.At), p.AskWindow, p.Surge})
-				balance[acct] += p.Earned
+		if ph := db.pending.getTx(id); ph != nil {
+			if len(pending) == 0 || pending[len(pending)-1] != ph { // ids are sorted
+				pending = append(pending, ph)
 			}
+			continue
 		}
-		if fee := s.Fee - s.Subsidy; fee != 0 {
-			ensure[feesAccount] = [2]string{"", "fees"}
-			entries = append(entries, []any{txn, feesAccount, int64(fee), nil, nil, millis(s.At), "", 0})
-			balance[feesAccount] += fee
+		missing = append(missing, id)
+	}
+	if len(pending) > 0 {
+		hs, ws := make([]*store.Hold, len(pending)), make([][]window, len(pending))
+		for i, ph := range pending {
+			hs[i], ws[i] = &ph.hold, slices.Clone(ph.windows)
+		}
+		if err := db.capWindows(ctx, tx, hs, ws); err != nil {
+			return nil, nil, err
+		}
+		for i, h := range hs {
+			holds[h.RequestID] = &openHold{accountID: h.AccountID, keyID: h.KeyID, windows: formatWindows(ws[i]), replica: h.Replica,
+				amount: h.Amount, createdAt: millis(h.CreatedAt), pending: true}
 		}
 	}
+	closed := map[string]bool{}
+	if len(missing) > 0 {
+		if closed, err = db.heldRequests(ctx, tx, []string{"holds"}, missing); err != nil {
+			return nil, nil, err
+		}
+	}
+	return holds, closed, nil
+}
 
-	for _, acct := range sortedKeys(ensure) {
+// settlement is what a batch of settlements writes: rows per request, and the sums of what
+// they move on the rows they share.
+type settlement struct {
+	done                      []string // the requests whose holds leave open_holds
+	txns, entries, uses, shut [][]any
+	receipts                  [][]any
+	balance                   map[string]money.Nanos    // ledger account → change
+	held                      map[string]money.Nanos    // ledger account → change
+	spent                     map[window][2]money.Nanos // spend window → change of spent, held
+	ensure                    map[string][2]string      // ledger account → owner, kind
+	flagged                   map[string]int            // node → over-claims
+}
+
+// add plans the rows of s, checked against h, its hold, which counts in the windows ws.
+func (p *settlement) add(s *store.Settlement, h *openHold, ws []window) {
+	status := "settled"
+	if s.Debit == 0 {
+		status = "voided"
+	}
+	p.shut = append(p.shut, []any{s.RequestID, h.accountID, h.keyID, int64(h.amount), h.windows, status, h.createdAt, millis(s.At), h.replica})
+	buyer := buyerAccount(h.accountID)
+	unheld := h.amount // what the database holds for it
+	if h.pending {
+		unheld = 0
+	} else {
+		p.done = append(p.done, s.RequestID)
+	}
+	p.held[buyer] -= unheld
+	for _, w := range ws {
+		d := p.spent[w]
+		p.spent[w] = [2]money.Nanos{d[0] + s.Debit, d[1] - unheld}
+	}
+	if s.Usage != nil {
+		p.uses = append(p.uses, usageArgs(s.Usage))
+	}
+	for _, n := range s.Flagged {
+		p.flagged[n]++
+	}
+	if s.Debit == 0 {
+		return
+	}
+	txn := "settle:" + s.RequestID
+	p.txns = append(p.txns, []any{txn, "settle", s.RequestID, millis(s.At)})
+	p.entries = append(p.entries, []any{txn, buyer, -int64(s.Debit), nil, nil, millis(s.At), "", 0})
+	p.balance[buyer] -= s.Debit
+	for _, part := range s.Parts {
+		if part.Earned > 0 {
+			acct := pendingAccount(part.ProviderID)
+			p.ensure[acct] = [2]string{part.ProviderID, "pending"}
+			p.entries = append(p.entries, []any{txn, acct, int64(part.Earned), part.NodeID, nullMillis(s.ReleaseAt), millis(s.At), part.AskWindow, part.Surge})
+			p.balance[acct] += part.Earned
+		}
+	}
+	if fee := s.Fee - s.Subsidy; fee != 0 {
+		p.ensure[feesAccount] = [2]string{"", "fees"}
+		p.entries = append(p.entries, []any{txn, feesAccount, int64(fee), nil, nil, millis(s.At), "", 0})
+		p.balance[feesAccount] += fee
+	}
+}
+
+// writeSettlement writes p's rows in tx: each request's, then the rows they share, each once,
+// in a fixed order so that concurrent batches of several coordinators cannot deadlock.
+func (db *DB) writeSettlement(ctx context.Context, tx *sql.Tx, p *settlement, made *[]string) error {
+	for _, acct := range sortedKeys(p.ensure) {
 		if _, ok := db.ensured.Load(acct); ok {
 			continue
 		}
-		if err := db.ensureAccount(ctx, tx, acct, ensure[acct][0], ensure[acct][1]); err != nil {
+		if err := db.ensureAccount(ctx, tx, acct, p.ensure[acct][0], p.ensure[acct][1]); err != nil {
 			return err
 		}
 		*made = append(*made, acct)
 	}
 	// The holds close: out of open_holds (their rows locked above), into holds.
-	slices.Sort(done)
-	if err := db.inChunks(ctx, tx, `DELETE FROM open_holds WHERE request_id IN `, ``, nil, done, nil); err != nil {
+	slices.Sort(p.done)
+	if err := db.inChunks(ctx, tx, `DELETE FROM open_holds WHERE request_id IN `, ``, nil, p.done, nil); err != nil {
 		return err
 	}
-	if err := db.insertRows(ctx, tx, `INSERT INTO holds (request_id, account_id, key_id, amount, windows, status, created_at, closed_at, replica)`, ``, shut, nil); err != nil {
+	if err := db.insertRows(ctx, tx, `INSERT INTO holds (request_id, account_id, key_id, amount, windows, status, created_at, closed_at, replica)`, ``, p.shut, nil); err != nil {
 		return err
 	}
-	if len(txns) > 0 {
-		if err := db.insertRows(ctx, tx, `INSERT INTO ledger_txns (id, kind, ref, created_at)`, ``, txns, nil); err != nil {
+	if len(p.txns) > 0 {
+		if err := db.insertRows(ctx, tx, `INSERT INTO ledger_txns (id, kind, ref, created_at)`, ``, p.txns, nil); err != nil {
 			return err
 		}
-		if err := db.insertRows(ctx, tx, `INSERT INTO ledger_entries (txn_id, account, amount, node_id, release_at, created_at, ask_window, surge_bp)`, ``, entries, nil); err != nil {
+		if err := db.insertRows(ctx, tx, `INSERT INTO ledger_entries (txn_id, account, amount, node_id, release_at, created_at, ask_window, surge_bp)`, ``, p.entries, nil); err != nil {
 			return err
 		}
 	}
-	if err := db.insertReceipts(ctx, tx, receipts); err != nil {
+	if err := db.insertReceipts(ctx, tx, p.receipts); err != nil {
 		return err
 	}
-	if len(uses) > 0 {
-		if err := db.insertRows(ctx, tx, `INSERT INTO usage (`+usageColumns+`)`, `ON CONFLICT (request_id) DO NOTHING`, uses, nil); err != nil {
+	if len(p.uses) > 0 {
+		if err := db.insertRows(ctx, tx, `INSERT INTO usage (`+usageColumns+`)`, `ON CONFLICT (request_id) DO NOTHING`, p.uses, nil); err != nil {
 			return fmt.Errorf("record usage: %w", err)
 		}
 	}
-	for _, node := range sortedKeys(flagged) {
-		if _, err := db.txExec(ctx, tx, `UPDATE nodes SET overclaims = overclaims + ? WHERE id = ?`, flagged[node], node); err != nil {
+	for _, node := range sortedKeys(p.flagged) {
+		if _, err := db.txExec(ctx, tx, `UPDATE nodes SET overclaims = overclaims + ? WHERE id = ?`, p.flagged[node], node); err != nil {
 			return err
 		}
 	}
-	// Shared rows last, each once, in a fixed order so that concurrent batches of several
-	// coordinators cannot deadlock.
-	for _, acct := range sortedKeys(mergeKeys(balance, held)) {
-		if b, h := balance[acct], held[acct]; b != 0 || h != 0 {
+	for _, acct := range sortedKeys(mergeKeys(p.balance, p.held)) {
+		if b, h := p.balance[acct], p.held[acct]; b != 0 || h != 0 {
 			if _, err := db.txExec(ctx, tx, `UPDATE ledger_accounts SET balance = balance + ?, held = held + ? WHERE id = ?`,
 				int64(b), int64(h), acct); err != nil {
 				return err
 			}
 		}
 	}
-	for _, w := range sortedWindows(spent) {
+	for _, w := range sortedWindows(p.spent) {
 		// A window only pending holds counted in has no row yet.
-		d := spent[w]
+		d := p.spent[w]
 		if _, err := db.txExec(ctx, tx, `INSERT INTO spend_windows (scope, period, window_start, spent, held) VALUES (?, ?, ?, ?, ?)
 ON CONFLICT (scope, period, window_start) DO UPDATE SET spent = spend_windows.spent + excluded.spent, held = spend_windows.held + excluded.held`,
 			w.scope, w.period, w.start, int64(d[0]), int64(d[1])); err != nil {
