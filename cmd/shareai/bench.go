@@ -265,6 +265,7 @@ func runCompare(ctx context.Context, cfg *config.Bench, stdout, stderr io.Writer
 		client = bench.NewH2CClient()
 	}
 	base, key, about, providers := cfg.URL, cfg.APIKey, "", 0
+	var settle func(context.Context) error
 	if base == "" {
 		n, err := startNet(ctx, cfg, upstream, stderr)
 		if err != nil {
@@ -272,6 +273,7 @@ func runCompare(ctx context.Context, cfg *config.Bench, stdout, stderr io.Writer
 		}
 		defer n.close()
 		base, key, about, providers = n.URL, n.APIKey, n.about, cfg.Providers
+		settle = n.Coordinator().Ledger.Flush
 		fmt.Fprintf(stderr, "Started a network in this process: %s.\n", about)
 	} else {
 		about = "the network at " + base
@@ -292,7 +294,7 @@ func runCompare(ctx context.Context, cfg *config.Bench, stdout, stderr io.Writer
 	cc := bench.CompareConfig{
 		Load: bench.Config{Requests: cfg.Count(), Concurrency: cfg.Concurrency, Stream: cfg.Stream, MaxTokens: cfg.MaxTokens,
 			Prompt: cfg.Prompt, Timeout: cfg.Timeout},
-		Direct: direct, Network: via, Tries: cfg.Tries, UpstreamMetrics: cfg.UpstreamMetrics, UpstreamInProcess: mock,
+		Direct: direct, Network: via, Tries: cfg.Tries, UpstreamMetrics: cfg.UpstreamMetrics, UpstreamInProcess: mock, Settle: settle,
 		Client: client, Progress: bench.NewBar(stderr, isTerminal(stderr)),
 		Starting: func(path string, try int) {
 			if cfg.Tries > 1 {

@@ -43,6 +43,11 @@ type CompareConfig struct {
 	// measured run goes.
 	Client   *http.Client
 	Progress Progress
+	// Settle, if set, is called before each reading of the network's CPU, after its warm-up and
+	// after its run: the network in this process commits what its ledger holds back for a
+	// group commit, so that the warm-up's settlements do not count in the run, and the run's,
+	// whose commit could fall in the idle window that ends the reading, do.
+	Settle func(context.Context) error
 	// CPU reads this process's CPU time; default ProcessCPU.
 	CPU func() (time.Duration, error)
 	// Idle is the longest a run's CPU is read for after its last answer, until the
@@ -178,14 +183,14 @@ func Compare(ctx context.Context, cfg CompareConfig) (*Comparison, error) {
 		if cfg.Starting != nil {
 			cfg.Starting(PathDirect, try)
 		}
-		direct, err := cfg.measure(ctx, cfg.Direct, self, upstream, nil)
+		direct, err := cfg.measure(ctx, cfg.Direct, self, upstream, nil, nil)
 		if err != nil {
 			return nil, fmt.Errorf("direct: %w", err)
 		}
 		if cfg.Starting != nil {
 			cfg.Starting(PathNetwork, try)
 		}
-		network, err := cfg.measure(ctx, cfg.Network, self, upstream, remote)
+		network, err := cfg.measure(ctx, cfg.Network, self, upstream, remote, cfg.Settle)
 		if err != nil {
 			return nil, fmt.Errorf("network: %w", err)
 		}
@@ -234,8 +239,10 @@ func readAll(ctx context.Context, ms []meter) ([]time.Duration, error) {
 }
 
 // measure runs the load against t, after a warm-up, and reads the meters around it: self
-// (this process), upstream and remote (the network's processes, outside this one).
-func (cfg *CompareConfig) measure(ctx context.Context, t Target, self meter, upstream, remote []meter) (*PathRun, error) {
+// (this process), upstream and remote (the network's processes, outside this one); settle, if
+// set, before each reading, so that the warm-up's settlements are not the run's, and the
+// run's are.
+func (cfg *CompareConfig) measure(ctx context.Context, t Target, self meter, upstream, remote []meter, settle func(context.Context) error) (*PathRun, error) {
 	load := cfg.Load
 	load.BaseURL, load.APIKey, load.Model, load.Client = t.BaseURL, t.APIKey, t.Model, cfg.Client
 	warm := load
@@ -244,6 +251,11 @@ func (cfg *CompareConfig) measure(ctx context.Context, t Target, self meter, ups
 		return nil, err
 	} else if err := complete(ctx, rep); err != nil {
 		return nil, fmt.Errorf("warm-up: %w", err)
+	}
+	if settle != nil {
+		if err := settle(ctx); err != nil {
+			return nil, fmt.Errorf("settle: %w", err)
+		}
 	}
 	meters := append(append([]meter{self}, upstream...), remote...)
 	before, err := readAll(ctx, meters)
@@ -257,6 +269,11 @@ func (cfg *CompareConfig) measure(ctx context.Context, t Target, self meter, ups
 	}
 	if err := complete(ctx, rep); err != nil {
 		return nil, err
+	}
+	if settle != nil {
+		if err := settle(ctx); err != nil {
+			return nil, fmt.Errorf("settle: %w", err)
+		}
 	}
 	after, err := untilIdle(ctx, meters, cfg.Idle)
 	if err != nil {

@@ -141,6 +141,36 @@ func TestCompare_Counts(t *testing.T) {
 	}
 }
 
+// Settle runs before each reading of the network's CPU: what the network held back from its
+// warm-up (a group commit) is not the run's, and what it held back from the run is.
+func TestCompare_Settle(t *testing.T) {
+	var self cpuCounter
+	var deferred atomic.Int64 // requests whose settling is held back
+	direct := costing(func() { self.add(50) })
+	defer direct.Close()
+	network := costing(func() { self.add(100); deferred.Add(1) })
+	defer network.Close()
+	settles := 0
+	cfg := bench.CompareConfig{
+		Load:    bench.Config{Requests: 20, Concurrency: 2, MaxTokens: 64},
+		Direct:  bench.Target{BaseURL: direct.URL + "/v1", Model: bench.MockModel},
+		Network: bench.Target{BaseURL: network.URL + "/v1", APIKey: "sk-x", Model: bench.MockModel},
+		CPU:     self.read,
+		Settle: func(context.Context) error {
+			settles++
+			self.add(40 * float64(deferred.Swap(0)))
+			return nil
+		},
+	}
+	c, err := bench.Compare(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !near(c.Direct.CPU, 50) || !near(c.Network.CPU, 140) || settles != 2 {
+		t.Errorf("direct %v, network %v µs per request, %d settles; want 50, 140 (100 at once, 40 settled), 2", c.Direct.CPU, c.Network.CPU, settles)
+	}
+}
+
 // TestCompare_Refuses checks that a comparison needs every request answered, and a load of
 // requests, not a duration.
 func TestCompare_Refuses(t *testing.T) {

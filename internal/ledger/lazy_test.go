@@ -294,3 +294,32 @@ func TestHold_LazyRacingSettlements(t *testing.T) {
 	}
 	f.sumIsZero(t)
 }
+
+// Flush ends the group commit's wait: a settlement queued before it has committed when it
+// returns, and not before.
+func TestFlush(t *testing.T) {
+	f := setupLazy(t, money.USD)
+	ctx := context.Background()
+	l := ledger.New(ledger.Config{Store: f.db, FeeBasisPoints: 500, SettlementDelay: time.Hour, Now: f.clock.Now,
+		GroupCommit: time.Hour})
+	defer l.Close()
+	if err := l.Hold(ctx, "a", f.buyer, money.USD/10); err != nil {
+		t.Fatal(err)
+	}
+	bill, u := f.bill("a", 100)
+	l.SettleLater(bill, u)
+	time.Sleep(50 * time.Millisecond) // time enough for a commit that did not wait
+	if b, err := f.other.Balance(ctx, f.buyer.AccountID); err != nil || b.Credits != money.USD {
+		t.Fatalf("before Flush the file holds a balance of %d (%v); want %d, the settlement waiting", b.Credits, err, money.USD)
+	}
+	if err := l.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := f.other.Balance(ctx, f.buyer.AccountID); err != nil || b.Credits != money.USD-bill.Cost() {
+		t.Errorf("after Flush the file holds a balance of %d (%v); want %d, settled", b.Credits, err, money.USD-bill.Cost())
+	}
+	l.Close()
+	if err := l.Flush(ctx); err == nil {
+		t.Error("Flush of a closed ledger succeeded")
+	}
+}

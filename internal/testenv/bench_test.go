@@ -3,6 +3,7 @@ package testenv_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -36,21 +37,27 @@ func BenchmarkPath(b *testing.B) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 	for _, stream := range []bool{false, true} {
 		for _, conc := range []int{1, 50} {
-			for _, path := range []struct{ name, url, key string }{
-				{"direct", up.URL + "/v1/chat/completions", ""},
-				{"shareai", env.BaseURL() + "/chat/completions", env.APIKey},
+			for _, path := range []struct {
+				name, url, key string
+				settle         func(context.Context) error
+			}{
+				{"direct", up.URL + "/v1/chat/completions", "", nil},
+				{"shareai", env.BaseURL() + "/chat/completions", env.APIKey, env.Coordinator().Ledger.Flush},
 			} {
 				name := fmt.Sprintf("stream=%v/conc=%d/%s", stream, conc, path.name)
 				b.Run(name, func(b *testing.B) {
 					body := `{"model":"` + bench.MockModel + `","messages":[{"role":"user","content":"Say twenty words."}],"stream":` + fmt.Sprint(stream) + `}`
-					runPath(b, client, path.url, path.key, body, stream, conc)
+					runPath(b, client, path.url, path.key, body, stream, conc, path.settle)
 				})
 			}
 		}
 	}
 }
 
-func runPath(b *testing.B, client *http.Client, url, key, body string, stream bool, conc int) {
+// runPath sends b.N requests, conc at a time, and reports the process's CPU per request and
+// the latency; settle, if set, runs before each reading of the CPU (the ledger's group commit,
+// so that the run's settlements count in the run, and the warm-up's do not).
+func runPath(b *testing.B, client *http.Client, url, key, body string, stream bool, conc int, settle func(context.Context) error) {
 	type sample struct{ ttft, total time.Duration }
 	samples := make([]sample, 0, b.N)
 	var mu sync.Mutex
@@ -96,6 +103,11 @@ func runPath(b *testing.B, client *http.Client, url, key, body string, stream bo
 	for range 20 { // warm connections
 		one()
 	}
+	if settle != nil {
+		if err := settle(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
 	samples = samples[:0]
 	cpu0, err := bench.ProcessCPU()
 	if err != nil {
@@ -116,6 +128,11 @@ func runPath(b *testing.B, client *http.Client, url, key, body string, stream bo
 	}
 	close(next)
 	wg.Wait()
+	if settle != nil {
+		if err := settle(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
 	b.StopTimer()
 	cpu1, err := bench.ProcessCPU()
 	if err != nil {
