@@ -340,14 +340,21 @@ func (c *Core) Track(ctx context.Context) (_ context.Context, release func()) {
 }
 
 // abortable returns ctx as Abort cancels it, and counts the request in flight until release
-// is called.
+// is called. A context it returned already (Track's, then Serve's) is returned as it is: one
+// layer of cancellation, and one registration with c.stopping, serves the request.
 func (c *Core) abortable(ctx context.Context) (_ context.Context, release func()) {
 	c.inflight.Add(1)
+	if ctx.Value(abortKey{}) == c {
+		return ctx, c.inflight.Done
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(c.stopping, func() { cancel(context.Cause(c.stopping)) })
-	return ctx, func() {
+	return context.WithValue(ctx, abortKey{}, c), func() {
 		stop()
 		cancel(nil)
 		c.inflight.Done()
 	}
 }
+
+// abortKey marks a context abortable returned, with its core.
+type abortKey struct{}
