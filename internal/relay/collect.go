@@ -84,37 +84,62 @@ func (c *Collect) Flush() error {
 
 // End writes the answer, its cost also in the X-Shareai-Cost header.
 func (c *Collect) End(finishReason string, u protocol.Usage, cost money.Nanos) error {
-	usage := api.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens,
-		Cost: api.USD(cost)}
-	var v any
-	if c.chat {
-		msg := api.Message{Role: "assistant", ReasoningContent: c.reasoning.String(), ToolCalls: c.calls}
-		if text := c.text.String(); text != "" || len(c.calls) == 0 {
-			msg.Content = &text
-		}
-		v = &api.ChatCompletion{
-			ID: c.a.ID, Object: api.ObjectChatCompletion, Created: c.a.Created, Model: c.a.Model, ServiceTier: c.a.ServiceTier,
-			Choices: []api.ChatChoice{{Message: msg, Logprobs: api.Null(), FinishReason: finishReason}},
-			Usage:   usage,
-		}
-	} else {
-		v = &api.TextCompletion{
-			ID: c.a.ID, Object: api.ObjectTextCompletion, Created: c.a.Created, Model: c.a.Model,
-			Choices: []api.TextChoice{{Text: c.text.String(), Logprobs: api.Null(), FinishReason: &finishReason}},
-			Usage:   &usage,
-		}
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
+	b := c.appendAnswer(make([]byte, 0, 384+c.text.Len()+c.reasoning.Len()), finishReason, u, cost)
 	c.done = true
 	h := c.w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	h.Set(HeaderCost, cost.String())
-	_, err = c.w.Write(b)
+	_, err := c.w.Write(b)
 	return err
+}
+
+// appendAnswer appends the answer to b as encoding/json writes an api.ChatCompletion or an
+// api.TextCompletion, without escaping HTML, as the streams do (TestCollect_AsEncodingJSON).
+func (c *Collect) appendAnswer(b []byte, finishReason string, u protocol.Usage, cost money.Nanos) []byte {
+	object := api.ObjectTextCompletion
+	if c.chat {
+		object = api.ObjectChatCompletion
+	}
+	b = api.AppendString(append(b, `{"id":`...), c.a.ID)
+	b = api.AppendString(append(b, `,"object":`...), object)
+	b = strconv.AppendInt(append(b, `,"created":`...), c.a.Created, 10)
+	b = api.AppendString(append(b, `,"model":`...), c.a.Model)
+	if !c.chat {
+		b = api.AppendString(append(b, `,"choices":[{"text":`...), c.text.String())
+		b = api.AppendString(append(b, `,"index":0,"logprobs":null,"finish_reason":`...), finishReason)
+		return append(appendUsage(append(b, `}],"usage":`...), u, cost), '}')
+	}
+	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
+	if text := c.text.String(); text != "" || len(c.calls) == 0 {
+		b = api.AppendString(b, text)
+	} else {
+		b = append(b, "null"...) // tool calls alone
+	}
+	b = append(b, `,"refusal":null`...)
+	if r := c.reasoning.String(); r != "" {
+		b = api.AppendString(append(b, `,"reasoning_content":`...), r)
+	}
+	if len(c.calls) > 0 {
+		b = append(b, `,"tool_calls":[`...)
+		for i, tc := range c.calls {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = api.AppendString(append(b, `{"id":`...), tc.ID)
+			b = api.AppendString(append(b, `,"type":`...), tc.Type)
+			b = api.AppendString(append(b, `,"function":{"name":`...), tc.Function.Name)
+			b = api.AppendString(append(b, `,"arguments":`...), tc.Function.Arguments)
+			b = append(b, "}}"...)
+		}
+		b = append(b, ']')
+	}
+	b = api.AppendString(append(b, `},"logprobs":null,"finish_reason":`...), finishReason)
+	b = appendUsage(append(b, `}],"usage":`...), u, cost)
+	if c.a.ServiceTier != "" {
+		b = api.AppendString(append(b, `,"service_tier":`...), c.a.ServiceTier)
+	}
+	return append(b, '}')
 }
 
 // Fail answers with an error: nothing has been written yet.
