@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/shareai/shareai/internal/jsondec"
 )
 
 // Decode reads a JSON request body into v, a pointer to a request struct, as strictly as
@@ -30,7 +32,23 @@ func Decode(r io.Reader, v any) *Error {
 	if len(body) == 0 {
 		return BadRequest("", CodeInvalidJSON, "The request body is empty; send a JSON object.")
 	}
-	err = json.Unmarshal(body, v)
+	if c, ok := v.(*ChatRequest); ok {
+		if messages, rest, ok := cutMember(body, "messages"); ok {
+			// The messages are most of a chat's bytes, and kept raw: encoding/json reads the
+			// rest, in which they are null, and they are checked in one pass (jsondec).
+			if err := decode(rest, c); err != nil {
+				return err
+			}
+			c.Messages = messages
+			return nil
+		}
+	}
+	return decode(body, v)
+}
+
+// decode is Decode of a body read whole, not empty.
+func decode(body []byte, v any) *Error {
+	err := json.Unmarshal(body, v)
 	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
 		return BadRequest("", CodeInvalidJSON, "We could not parse the JSON body of your request: %v (at byte %d). Send valid JSON, with the Content-Type application/json.", se, se.Offset)
 	}
@@ -52,6 +70,31 @@ func Decode(r io.Reader, v any) *Error {
 		return typeError(te, fields.jsonPath(te.Field))
 	}
 	return nil
+}
+
+// cutMember returns, for a JSON object that jsondec reads whole and that has member name
+// once, that member's value (a copy) and the object with null in its place; ok is false for
+// anything else, which encoding/json then reads whole and words the errors of.
+func cutMember(body []byte, name string) (value, rest []byte, ok bool) {
+	d := jsondec.New(body)
+	start, end := -1, -1
+	if !d.Object(func(key []byte) bool {
+		if string(key) != name {
+			return d.Skip()
+		}
+		if start >= 0 {
+			return false // twice: the last counts, as encoding/json has it
+		}
+		start = d.Offset()
+		ok := d.Skip()
+		end = d.Offset()
+		return ok
+	}) || !d.End() || start < 0 {
+		return nil, nil, false
+	}
+	rest = make([]byte, 0, len(body)-(end-start)+4)
+	rest = append(append(append(rest, body[:start]...), "null"...), body[end:]...)
+	return bytes.Clone(body[start:end]), rest, true
 }
 
 // readError is the buyer's error for a body that could not be read whole.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -95,4 +96,42 @@ func firstUnknown(t *testing.T, b []byte, known map[string]bool) (string, bool) 
 		}
 	}
 	return "", false
+}
+
+// Decode, which cuts a chat's messages out for encoding/json and reads them in one pass, gives
+// what encoding/json reading the body whole gives: the same request, or the same refusal.
+func FuzzDecode_Cut(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add(s)
+	}
+	for _, s := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"hi"}],"messages":[]}`,
+		`{"model":"m","Messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"m","messages":null}`, `{"model":"m","messages":[{"Role":"user","content":"x"}]}`,
+		`{"model":"m","messages":[{"role":"user","role":"tool","content":[]}]}`, `{"model":5,"messages":[]}`,
+		`{"model":"m","messages":[{"role":"assistant","tool_calls":[{}],"content":null}]}`, `{"messages":[null]}`,
+		`{"model":"m","messages":[{"role":"user","content":"\u00e9\ud800"}],"stream":"yes"}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		b := bytes.TrimSpace([]byte(body))
+		if len(b) == 0 {
+			return
+		}
+		var got, want api.ChatRequest
+		err, wantErr := api.Decode(bytes.NewReader(b), &got), api.DecodeWhole(b, &want)
+		if !reflect.DeepEqual(err, wantErr) {
+			t.Fatalf("%s: Decode = %v; reading it whole: %v", b, err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s:\nDecode     %+v\nwhole body %+v", b, got, want)
+		}
+		if v, std := api.ValidateMessages(got.Messages); !reflect.DeepEqual(v, std) {
+			t.Fatalf("%s: messages refused %v; with encoding/json: %v", got.Messages, v, std)
+		}
+	})
 }

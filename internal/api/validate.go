@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/shareai/shareai/internal/jsondec"
 )
 
 // The checks of requests' values, by OpenAI's documented ranges. Each error names the JSON
@@ -178,18 +180,71 @@ func validateResponseFormat(raw json.RawMessage) *Error {
 
 var chatRoles = []string{"system", "developer", "user", "assistant", "tool", "function"}
 
+// message is what validateMessages reads of a chat message.
+type message struct {
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	ToolCalls json.RawMessage `json:"tool_calls"`
+}
+
+// messageKeys are message's members, in the order readMessages numbers them.
+var messageKeys = []string{"role", "content", "tool_calls"}
+
+// readMessages reads the messages as encoding/json reads them into []message, in one pass
+// (jsondec), their raw members slices of raw; false for anything it does not read exactly as
+// encoding/json would, which encoding/json then reads.
+func readMessages(raw []byte) ([]message, bool) {
+	msgs := []message{}
+	d := jsondec.New(raw)
+	ok := d.Array(func() bool {
+		var m message
+		if !d.Object(func(key []byte) bool {
+			k, ok := jsondec.Lookup(key, messageKeys)
+			switch {
+			case !ok:
+				return false
+			case k < 0:
+				return d.Skip()
+			case !d.Once(uint(k)):
+				return false
+			case k == 0:
+				return d.String(&m.Role)
+			}
+			start := d.Offset()
+			if !d.Skip() {
+				return false
+			}
+			if v := raw[start:d.Offset()]; k == 1 { // not copied: read here only
+				m.Content = v
+			} else {
+				m.ToolCalls = v
+			}
+			return true
+		}) {
+			return false
+		}
+		msgs = append(msgs, m)
+		return true
+	})
+	return msgs, ok && d.End()
+}
+
 func validateMessages(raw json.RawMessage) *Error {
 	if !isSet(raw) {
 		return missing("messages")
 	}
-	var msgs []struct {
-		Role      string          `json:"role"`
-		Content   json.RawMessage `json:"content"`
-		ToolCalls json.RawMessage `json:"tool_calls"`
+	msgs, ok := readMessages(raw)
+	if !ok {
+		msgs = nil // not what readMessages left: encoding/json would fill its elements in place
+		if err := json.Unmarshal(raw, &msgs); err != nil {
+			return BadRequest("messages", CodeInvalidValue, "Invalid 'messages': expected an array of message objects.")
+		}
 	}
-	if err := json.Unmarshal(raw, &msgs); err != nil {
-		return BadRequest("messages", CodeInvalidValue, "Invalid 'messages': expected an array of message objects.")
-	}
+	return checkMessages(msgs)
+}
+
+// checkMessages checks each message's role and content.
+func checkMessages(msgs []message) *Error {
 	if len(msgs) == 0 {
 		return BadRequest("messages", CodeInvalidValue, "Invalid 'messages': empty array. Expected an array with at least one message.")
 	}

@@ -50,6 +50,9 @@ func (d *Decoder) space() {
 	}
 }
 
+// Offset returns how many bytes the decoder has read.
+func (d *Decoder) Offset() int { return d.i }
+
 // End reports whether nothing but white space is left.
 func (d *Decoder) End() bool {
 	d.space()
@@ -171,6 +174,21 @@ func (d *Decoder) signed(n *int64, bits int) bool {
 		return false
 	}
 	*n, d.i = v, j
+	return true
+}
+
+// Float64 reads a number into f, as encoding/json reads it into a float64.
+func (d *Decoder) Float64(f *float64) bool {
+	start := d.i
+	if !d.number() {
+		return false
+	}
+	v, err := strconv.ParseFloat(string(d.b[start:d.i]), 64)
+	if err != nil {
+		d.i = start
+		return false
+	}
+	*f = v
 	return true
 }
 

@@ -11,7 +11,7 @@ import (
 func FuzzPrimitives(f *testing.F) {
 	for _, s := range []string{
 		`"plain"`, `"esc \" \\ \/ \b \f \n \r \t \u00e9 \u2028 \u0000"`, `"\ud83d\ude00"`, `"\ud800"`, `"\ud800\u0041"`, `"東京"`, "\"\xff\"", "\"a\xe6\x88b\"", `"stop"`, `"st\u006fp"`,
-		`0`, `-0`, `12`, `-12`, `01`, `1.5`, `1e3`, `9223372036854775807`, `9223372036854775808`, `-`,
+		`0`, `-0`, `12`, `-12`, `01`, `1.5`, `1e3`, `-2.5E-7`, `1e400`, `0.1e-400`, `9223372036854775807`, `9223372036854775808`, `-`,
 		`{"a":[1,-2.5e-3,true,false,null,"x",{}],"b":{"c":[]}}`, `[1,2`, `{"a" 1}`, `{"a":1,}`, ` [ ] `, `{"\u0041":1}`,
 	} {
 		f.Add([]byte(s))
@@ -36,6 +36,12 @@ func FuzzPrimitives(f *testing.F) {
 		if d := New(b); d.Int(&n) && d.End() {
 			if err := json.Unmarshal(b, &n2); err != nil || n != n2 {
 				t.Errorf("Int(%q) = %d; encoding/json: %d, %v", b, n, n2, err)
+			}
+		}
+		var x, x2 float64
+		if d := New(b); d.Float64(&x) && d.End() {
+			if err := json.Unmarshal(b, &x2); err != nil || x != x2 && !(x != x && x2 != x2) {
+				t.Errorf("Float64(%q) = %v; encoding/json: %v, %v", b, x, x2, err)
 			}
 		}
 		var u, u2 uint64

@@ -22,7 +22,9 @@ import (
 
 // BenchmarkPath measures what the coordinator + agent path adds over calling the engine
 // directly: CPU per request (both hops, in this process, less the direct run's) and latency
-// percentiles, streamed (20 chunks) and not, at 1 and 50 requests at a time.
+// percentiles, streamed (20 chunks) and not, at 1 and 50 requests at a time; and, not
+// streamed at 50 at a time, with a 16 KB conversation, as real chats and retrieval send, for
+// what each byte of a request costs on the way.
 //
 //	go test -run '^$' -bench BenchmarkPath -benchtime 2000x ./internal/testenv
 func BenchmarkPath(b *testing.B) {
@@ -35,23 +37,56 @@ func BenchmarkPath(b *testing.B) {
 		}
 	})
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	paths := []struct {
+		name, url, key string
+		settle         func(context.Context) error
+	}{
+		{"direct", up.URL + "/v1/chat/completions", "", nil},
+		{"shareai", env.BaseURL() + "/chat/completions", env.APIKey, env.Coordinator().Ledger.Flush},
+	}
+	short := `[{"role":"user","content":"Say twenty words."}]`
 	for _, stream := range []bool{false, true} {
 		for _, conc := range []int{1, 50} {
-			for _, path := range []struct {
-				name, url, key string
-				settle         func(context.Context) error
-			}{
-				{"direct", up.URL + "/v1/chat/completions", "", nil},
-				{"shareai", env.BaseURL() + "/chat/completions", env.APIKey, env.Coordinator().Ledger.Flush},
-			} {
-				name := fmt.Sprintf("stream=%v/conc=%d/%s", stream, conc, path.name)
-				b.Run(name, func(b *testing.B) {
-					body := `{"model":"` + bench.MockModel + `","messages":[{"role":"user","content":"Say twenty words."}],"stream":` + fmt.Sprint(stream) + `}`
-					runPath(b, client, path.url, path.key, body, stream, conc, path.settle)
+			for _, path := range paths {
+				b.Run(fmt.Sprintf("stream=%v/conc=%d/%s", stream, conc, path.name), func(b *testing.B) {
+					runPath(b, client, path.url, path.key, chatBody(short, stream), stream, conc, path.settle)
 				})
 			}
 		}
 	}
+	long := conversation(16 << 10)
+	for _, path := range paths {
+		b.Run("prompt=16KB/stream=false/conc=50/"+path.name, func(b *testing.B) {
+			runPath(b, client, path.url, path.key, chatBody(long, false), false, 50, path.settle)
+		})
+	}
+}
+
+// chatBody is a chat completion request for the mock's model with these messages.
+func chatBody(messages string, stream bool) string {
+	return `{"model":"` + bench.MockModel + `","messages":` + messages + `,"stream":` + fmt.Sprint(stream) + `}`
+}
+
+// conversation returns a chat's messages of about size bytes of JSON: a system prompt, then
+// turns of prose with quotes, new lines and a few non-ASCII words, as a long chat or a
+// retrieval prompt has them.
+func conversation(size int) string {
+	const prose = `The keeper wrote in the log: \"Wind from the north-east, rising.\" He lit the lamp at dusk, ` +
+		`trimmed the wick twice before midnight and watched the Æolian harp on the gallery sing. ` +
+		`Ships passed at 02:10 and 03:45; one signalled — he answered, and noted the time.\n\n`
+	b := []byte(`[{"role":"system","content":"You are a careful assistant. Answer from the documents below.\n"}`)
+	for i := 0; len(b) < size; i++ {
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		b = append(b, `,{"role":"`+role+`","content":"`...)
+		for range 4 {
+			b = append(b, prose...)
+		}
+		b = append(b, `"}`...)
+	}
+	return string(append(b, ']'))
 }
 
 // runPath sends b.N requests, conc at a time, and reports the process's CPU per request and
