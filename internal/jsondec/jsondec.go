@@ -13,6 +13,7 @@ package jsondec
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"strconv"
 	"unicode"
@@ -330,9 +331,7 @@ func (d *Decoder) skipString() bool {
 		return false
 	}
 	for j := d.i + 1; j < len(b); j++ {
-		for j < len(b) && plain[b[j]] {
-			j++
-		}
+		j += plainRun(b[j:])
 		if j == len(b) {
 			break
 		}
@@ -360,6 +359,27 @@ func (d *Decoder) skipString() bool {
 		}
 	}
 	return false
+}
+
+// plainRun returns how many bytes at the start of b a string holds as they are (plain): eight
+// at a time while no byte of a word is a quote, a backslash or a control character, then one
+// at a time.
+func plainRun(b []byte) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		quote, backslash := w^(ones*'"'), w^(ones*'\\')
+		// Each term has a high bit set where a byte may be below 0x20, or zero; a byte
+		// borrowed from may show too, which only ends the run early.
+		if ((w-ones*0x20)&^w|(quote-ones)&^quote|(backslash-ones)&^backslash)&highs != 0 {
+			break
+		}
+	}
+	for i < len(b) && plain[b[i]] {
+		i++
+	}
+	return i
 }
 
 // plain holds the bytes a string holds as they are: not ", \ or a control character.

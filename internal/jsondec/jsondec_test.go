@@ -134,3 +134,19 @@ func TestObject_OnceByObject(t *testing.T) {
 		t.Error("a member twice was read")
 	}
 }
+
+// plainRun, eight bytes at a time, ends where the byte-by-byte loop ends.
+func FuzzPlainRun(f *testing.F) {
+	for _, s := range []string{"", "abcdefgh", "abcdefghijklmnop\"", "0123456\\", "\x1f", "é東京 \x7f\xff\x80 and more text\n", "aaaaaaa\x00"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		want := 0
+		for want < len(b) && plain[b[want]] {
+			want++
+		}
+		if got := plainRun(b); got != want {
+			t.Errorf("plainRun(%q) = %d, want %d", b, got, want)
+		}
+	})
+}
