@@ -187,7 +187,7 @@ type message struct {
 	ToolCalls json.RawMessage `json:"tool_calls"`
 }
 
-// messageKeys are message's members, in the order readMessages numbers them.
+// messageKeys are message's members, as jsondec.Members numbers them.
 var messageKeys = []string{"role", "content", "tool_calls"}
 
 // readMessages reads the messages as encoding/json reads them into []message, in one pass
@@ -198,16 +198,8 @@ func readMessages(raw []byte) ([]message, bool) {
 	d := jsondec.New(raw)
 	ok := d.Array(func() bool {
 		var m message
-		if !d.Object(func(key []byte) bool {
-			k, ok := jsondec.Lookup(key, messageKeys)
-			switch {
-			case !ok:
-				return false
-			case k < 0:
-				return d.Skip()
-			case !d.Once(uint(k)):
-				return false
-			case k == 0:
+		if !d.Members(messageKeys, func(k int) bool {
+			if k == 0 {
 				return d.String(&m.Role)
 			}
 			start := d.Offset()

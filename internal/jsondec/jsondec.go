@@ -86,6 +86,23 @@ func (d *Decoder) Object(member func(key []byte) bool) bool {
 	})
 }
 
+// Members reads an object as encoding/json reads one into a struct whose members are names:
+// it calls member with the index in names of each member named, skips the others, and
+// reports false for a member twice or one that matches a name only under encoding/json's
+// case folding (Lookup).
+func (d *Decoder) Members(names []string, member func(k int) bool) bool {
+	return d.Object(func(key []byte) bool {
+		k, ok := Lookup(key, names)
+		switch {
+		case !ok:
+			return false
+		case k < 0:
+			return d.Skip()
+		}
+		return d.Once(uint(k)) && member(k)
+	})
+}
+
 // list reads open, the items item reads (at each, past white space), separated by commas,
 // and close.
 func (d *Decoder) list(open, close byte, item func() bool) bool {

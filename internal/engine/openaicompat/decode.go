@@ -21,7 +21,7 @@ func (c *chunk) decode(data []byte) error {
 	return json.Unmarshal(data, c)
 }
 
-// Member names of each object, in the order of their Once bits.
+// Member names of each object, as jsondec.Members numbers them.
 var (
 	chunkKeys  = []string{"choices", "usage", "error", "object"}
 	choiceKeys = []string{"index", "delta", "message", "text", "finish_reason"}
@@ -39,22 +39,6 @@ var common = func() map[string]string {
 	return m
 }()
 
-// members reads an object, calling member with the index in keys of each member it names;
-// it skips the others, and gives up on a member twice or one that is a key only under
-// encoding/json's case folding.
-func members(d *jsondec.Decoder, keys []string, member func(k int) bool) bool {
-	return d.Object(func(key []byte) bool {
-		k, ok := jsondec.Lookup(key, keys)
-		switch {
-		case !ok:
-			return false
-		case k < 0:
-			return d.Skip()
-		}
-		return d.Once(uint(k)) && member(k)
-	})
-}
-
 // str reads a string, or null, which leaves *s as it is.
 func str(d *jsondec.Decoder, s *string) bool { return d.Null() || d.Interned(s, common) }
 
@@ -62,7 +46,7 @@ func str(d *jsondec.Decoder, s *string) bool { return d.Null() || d.Interned(s, 
 func integer(d *jsondec.Decoder, n *int) bool { return d.Null() || d.Int(n) }
 
 func readChunk(d *jsondec.Decoder, c *chunk) bool {
-	return members(d, chunkKeys, func(k int) bool {
+	return d.Members(chunkKeys, func(k int) bool {
 		switch k {
 		case 0:
 			return readChoices(d, c)
@@ -88,7 +72,7 @@ func readChoices(d *jsondec.Decoder, c *chunk) bool {
 }
 
 func readChoice(d *jsondec.Decoder, ch *choice) bool {
-	return members(d, choiceKeys, func(k int) bool {
+	return d.Members(choiceKeys, func(k int) bool {
 		switch k {
 		case 0:
 			return integer(d, &ch.Index)
@@ -113,7 +97,7 @@ func readDelta(d *jsondec.Decoder, dl *delta) bool {
 	if d.Null() {
 		return true
 	}
-	return members(d, deltaKeys, func(k int) bool {
+	return d.Members(deltaKeys, func(k int) bool {
 		switch k {
 		case 0:
 			return str(d, &dl.Content)
@@ -134,7 +118,7 @@ func readUsage(d *jsondec.Decoder, c *chunk) bool {
 	}
 	c.usageVal = usage{}
 	c.Usage = &c.usageVal
-	return members(d, usageKeys, func(k int) bool {
+	return d.Members(usageKeys, func(k int) bool {
 		if k == 0 {
 			return integer(d, &c.usageVal.PromptTokens)
 		}
