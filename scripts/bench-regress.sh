@@ -48,6 +48,17 @@ TRIES=${TRIES:-3}
 
 cd "$(dirname "$0")/.."
 BASELINE=${BASELINE:-scripts/bench-baseline.json}
+if [ ${#update[@]} -gt 0 ] && [ -z "${BIN:-}" ]; then
+	# The file names the commit of the build that recorded it, which a build with changes
+	# has not: CI would then hold each load to the figures alone, measured on another day.
+	# A file an earlier --update rewrote is about to be rewritten again.
+	git checkout -- "$BASELINE" 2>/dev/null || true
+	if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+		echo "bench-regress: --update needs a checkout without changes, so that the file names its commit; commit or stash these first:" >&2
+		git status --short --untracked-files=no >&2
+		exit 2
+	fi
+fi
 if [ -z "${BIN:-}" ]; then
 	BIN=$(mktemp -d)/shareai
 	vcs=()
