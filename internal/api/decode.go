@@ -32,18 +32,30 @@ func Decode(r io.Reader, v any) *Error {
 	if len(body) == 0 {
 		return BadRequest("", CodeInvalidJSON, "The request body is empty; send a JSON object.")
 	}
-	if c, ok := v.(*ChatRequest); ok {
-		if messages, rest, ok := cutMember(body, "messages"); ok {
-			// The messages are most of a chat's bytes, and kept raw: encoding/json reads the
-			// rest, in which they are null, and they are checked in one pass (jsondec).
-			if err := decode(rest, c); err != nil {
+	if name, dst := bulk(v); dst != nil {
+		if value, rest, ok := cutMember(body, name); ok {
+			// Most of the request's bytes, kept raw: encoding/json reads the rest, in which
+			// they are null, once jsondec has read them in one pass.
+			if err := decode(rest, v); err != nil {
 				return err
 			}
-			c.Messages = messages
+			*dst = value
 			return nil
 		}
 	}
 	return decode(body, v)
+}
+
+// bulk names the member of the request v points to that holds most of its bytes and is kept
+// raw (a chat's messages, a completion's prompt), and where it goes; nil for other requests.
+func bulk(v any) (string, *json.RawMessage) {
+	switch r := v.(type) {
+	case *ChatRequest:
+		return "messages", &r.Messages
+	case *CompletionRequest:
+		return "prompt", &r.Prompt
+	}
+	return "", nil
 }
 
 // decode is Decode of a body read whole, not empty.

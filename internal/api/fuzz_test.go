@@ -98,8 +98,9 @@ func firstUnknown(t *testing.T, b []byte, known map[string]bool) (string, bool) 
 	return "", false
 }
 
-// Decode, which cuts a chat's messages out for encoding/json and reads them in one pass, gives
-// what encoding/json reading the body whole gives: the same request, or the same refusal.
+// Decode, which cuts a chat's messages (a completion's prompt) out for encoding/json and reads
+// them in one pass, gives what encoding/json reading the body whole gives: the same request,
+// or the same refusal.
 func FuzzDecode_Cut(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add(s)
@@ -111,6 +112,8 @@ func FuzzDecode_Cut(f *testing.F) {
 		`{"model":"m","messages":[{"role":"user","role":"tool","content":[]}]}`, `{"model":5,"messages":[]}`,
 		`{"model":"m","messages":[{"role":"assistant","tool_calls":[{}],"content":null}]}`, `{"messages":[null]}`,
 		`{"model":"m","messages":[{"role":"user","content":"\u00e9\ud800"}],"stream":"yes"}`,
+		`{"model":"m","prompt":"Once upon a time","max_tokens":5}`, `{"model":"m","prompt":["a","b"],"prompt":"c"}`,
+		`{"model":"m","prompt":null,"echo":1}`,
 	} {
 		f.Add(s)
 	}
@@ -123,6 +126,11 @@ func FuzzDecode_Cut(f *testing.F) {
 		err, wantErr := api.Decode(bytes.NewReader(b), &got), api.DecodeWhole(b, &want)
 		if !reflect.DeepEqual(err, wantErr) {
 			t.Fatalf("%s: Decode = %v; reading it whole: %v", b, err, wantErr)
+		}
+		var gotC, wantC api.CompletionRequest
+		if err, wantErr := api.Decode(bytes.NewReader(b), &gotC), api.DecodeWhole(b, &wantC); !reflect.DeepEqual(err, wantErr) ||
+			err == nil && !reflect.DeepEqual(gotC, wantC) {
+			t.Fatalf("%s: as a completion, Decode = %+v, %v; reading it whole: %+v, %v", b, gotC, err, wantC, wantErr)
 		}
 		if err != nil {
 			return
