@@ -286,7 +286,8 @@ func (d *Decoder) Skip() bool { return d.skip(0) }
 
 // Lookup returns the index of key in names, or -1, as encoding/json matches a member to a
 // field. It reports false for a key that is none of names but equals one of them under
-// encoding/json's case folding: the caller leaves such an object to encoding/json.
+// encoding/json's case folding (bytes.EqualFold's: "Index", or "toKens" with a Kelvin sign, is
+// "tokens"): the caller leaves such an object to encoding/json.
 func Lookup(key []byte, names []string) (int, bool) {
 	for k, name := range names {
 		if string(key) == name {
@@ -294,7 +295,7 @@ func Lookup(key []byte, names []string) (int, bool) {
 		}
 	}
 	for _, name := range names {
-		// Case folding keeps ASCII lengths; a longer key may hold K (Kelvin) or ſ.
+		// Folding keeps an ASCII name's length; a longer key may hold K (Kelvin) or ſ.
 		if (len(key) == len(name) || len(key) > len(name) && !isASCII(key)) && bytes.EqualFold(key, []byte(name)) {
 			return -1, false
 		}

@@ -88,16 +88,52 @@ func TestLookup(t *testing.T) {
 		{"", -1, true},
 		{"Index", -1, false},
 		{"DELTA", -1, false},
-		{"token\u017f", -1, false},       // ſ, the long s, folds to s
-		{"to\xe2\x84\xaaens", -1, false}, // K, the Kelvin sign, folds to k
-		{"ind\xc5\xbfx", -1, true},       // ſ folds to s, not e
+		{"token\u017f", -1, false}, // ſ, the long s, folds to s
+		{"to\u212aens", -1, false}, // K, the Kelvin sign, folds to k
+		{"\u0131ndex", -1, true},   // ı, the dotless i, folds to nothing but itself
+		{"ind\xc5\xbfx", -1, true}, // ſ is S, not E
 		{"indexx", -1, true},
+		{"\xffndex", -1, true},
 	} {
 		key := []byte(tt.key)
 		if k, ok := Lookup(key, names); k != tt.k || ok != tt.ok {
 			t.Errorf("Lookup(%q) = %d, %v; want %d, %v", key, k, ok, tt.k, tt.ok)
 		}
 	}
+}
+
+// What Lookup matches, encoding/json matches the same; where it gives up, encoding/json
+// matches by folding.
+func FuzzLookup(f *testing.F) {
+	for _, s := range []string{"index", "Index", "\u0131ndex", "token\u017f", "to\u212aens", "x", "DELTA", "d\xe9lta"} {
+		f.Add([]byte(s))
+	}
+	names := []string{"index", "tokens", "delta"}
+	f.Fuzz(func(t *testing.T, key []byte) {
+		if bytes.ContainsAny(key, "\"\\") || bytes.ContainsFunc(key, func(r rune) bool { return r < 0x20 }) {
+			return // not a key the Decoder hands over
+		}
+		var v struct {
+			Index  *int `json:"index"`
+			Tokens *int `json:"tokens"`
+			Delta  *int `json:"delta"`
+		}
+		if err := json.Unmarshal([]byte(`{"`+string(key)+`":1}`), &v); err != nil {
+			return
+		}
+		want := -1
+		for i, p := range []*int{v.Index, v.Tokens, v.Delta} {
+			if p != nil {
+				want = i
+			}
+		}
+		switch k, ok := Lookup(key, names); {
+		case ok && k != want:
+			t.Errorf("Lookup(%q) = %d; encoding/json matched %d", key, k, want)
+		case !ok && want < 0:
+			t.Errorf("Lookup(%q) gave up on a key encoding/json matches to nothing", key)
+		}
+	})
 }
 
 // Once counts the members of each object apart, nested ones included.
