@@ -109,3 +109,23 @@ func TestDecode_ReadErrors(t *testing.T) {
 		t.Errorf("read error: %v; want 400", err)
 	}
 }
+
+// The one-pass readers themselves take the chats buyers send, spaced or not, with text and
+// content parts: encoding/json is only for the unusual. FuzzDecode_Cut alone would pass if
+// they took nothing.
+func TestDecode_CutsCommonChats(t *testing.T) {
+	for _, body := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"Hi \"there\" é"}]}`,
+		"{\n  \"model\": \"m\",\n  \"messages\": [\n    {\"role\": \"system\", \"content\": \"Be brief.\"},\n    {\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"x\"}]}\n  ],\n  \"temperature\": 0.2\n}",
+		`{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"1"}],"model":"m","stream":true}`,
+	} {
+		messages, _, ok := api.CutMember([]byte(body), "messages")
+		if !ok {
+			t.Errorf("%s: messages not cut out", body)
+			continue
+		}
+		if !api.ReadMessages(messages) {
+			t.Errorf("%s: messages left to encoding/json", messages)
+		}
+	}
+}

@@ -32,3 +32,8 @@ func ValidateMessages(raw []byte) (got, std *Error) {
 	}
 	return got, checkMessages(msgs)
 }
+
+// CutMember is cutMember, and ReadMessages readMessages' verdict, for tests.
+var CutMember = cutMember
+
+func ReadMessages(raw []byte) bool { _, ok := readMessages(raw); return ok }

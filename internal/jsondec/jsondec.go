@@ -232,9 +232,7 @@ func (d *Decoder) integer(signed bool) (int, bool) {
 		j++
 	}
 	digits := j
-	for j < len(d.b) && d.b[j] >= '0' && d.b[j] <= '9' {
-		j++
-	}
+	j = d.digits(j)
 	if j == digits || (d.b[digits] == '0' && j > digits+1) || j < len(d.b) && (d.b[j] == '.' || d.b[j] == 'e' || d.b[j] == 'E') {
 		return 0, false
 	}
@@ -504,19 +502,14 @@ func (d *Decoder) number() bool {
 	case j < len(d.b) && d.b[j] == '0':
 		j++
 	case j < len(d.b) && d.b[j] >= '1' && d.b[j] <= '9':
-		for j < len(d.b) && d.b[j] >= '0' && d.b[j] <= '9' {
-			j++
-		}
+		j = d.digits(j)
 	default:
 		return false
 	}
 	if j < len(d.b) && d.b[j] == '.' {
-		j++
-		k := j
-		for j < len(d.b) && d.b[j] >= '0' && d.b[j] <= '9' {
-			j++
-		}
-		if j == k {
+		if k := d.digits(j + 1); k > j+1 {
+			j = k
+		} else {
 			return false
 		}
 	}
@@ -525,14 +518,20 @@ func (d *Decoder) number() bool {
 		if j < len(d.b) && (d.b[j] == '+' || d.b[j] == '-') {
 			j++
 		}
-		k := j
-		for j < len(d.b) && d.b[j] >= '0' && d.b[j] <= '9' {
-			j++
-		}
-		if j == k {
+		if k := d.digits(j); k > j {
+			j = k
+		} else {
 			return false
 		}
 	}
 	d.i = j
 	return true
+}
+
+// digits returns where the run of decimal digits from j ends.
+func (d *Decoder) digits(j int) int {
+	for j < len(d.b) && d.b[j] >= '0' && d.b[j] <= '9' {
+		j++
+	}
+	return j
 }

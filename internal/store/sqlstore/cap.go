@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -176,7 +177,7 @@ WHERE account_id = ? AND created_at >= ? AND created_at < ?`
 	if err != nil {
 		return nil, err
 	}
-	ids := sortedKeys(patch)
+	ids := slices.Sorted(maps.Keys(patch))
 	if db.dialect == postgresDialect && len(ids) > 0 {
 		locked := map[string]bool{}
 		err := db.inChunks(ctx, tx, `SELECT request_id FROM open_holds WHERE request_id IN `, ` FOR UPDATE SKIP LOCKED`, nil, ids,

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -232,7 +233,7 @@ func (db *DB) placeHolds(ctx context.Context, tx *sql.Tx, hs []*store.Hold, errs
 
 // addHeld adds to what buyers' ledger accounts and spend windows hold, in a fixed order.
 func (db *DB) addHeld(ctx context.Context, tx *sql.Tx, accounts map[string]money.Nanos, windows map[window]money.Nanos) error {
-	for _, id := range sortedKeys(accounts) {
+	for _, id := range slices.Sorted(maps.Keys(accounts)) {
 		if d := accounts[id]; d != 0 {
 			if _, err := db.txExec(ctx, tx, `UPDATE ledger_accounts SET held = held + ? WHERE id = ?`, int64(d), id); err != nil {
 				return err
@@ -292,11 +293,11 @@ func (db *DB) insertHolds(ctx context.Context, tx *sql.Tx, rows [][]any) (map[st
 	if err != nil || len(inserted) == 0 {
 		return inserted, err
 	}
-	closed, err := db.heldRequests(ctx, tx, []string{"holds"}, sortedKeys(inserted))
+	closed, err := db.heldRequests(ctx, tx, []string{"holds"}, slices.Sorted(maps.Keys(inserted)))
 	if err != nil || len(closed) == 0 {
 		return inserted, err
 	}
-	again := sortedKeys(closed)
+	again := slices.Sorted(maps.Keys(closed))
 	if err := db.inChunks(ctx, tx, `DELETE FROM open_holds WHERE request_id IN `, ``, nil, again, nil); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/shareai/shareai/internal/money"
@@ -203,7 +204,7 @@ func (p *settlement) add(s *store.Settlement, h *openHold, ws []window) {
 // writeSettlement writes p's rows in tx: each request's, then the rows they share, each once,
 // in a fixed order so that concurrent batches of several coordinators cannot deadlock.
 func (db *DB) writeSettlement(ctx context.Context, tx *sql.Tx, p *settlement, made *[]string) error {
-	for _, acct := range sortedKeys(p.ensure) {
+	for _, acct := range slices.Sorted(maps.Keys(p.ensure)) {
 		if _, ok := db.ensured.Load(acct); ok {
 			continue
 		}
@@ -236,12 +237,12 @@ func (db *DB) writeSettlement(ctx context.Context, tx *sql.Tx, p *settlement, ma
 			return fmt.Errorf("record usage: %w", err)
 		}
 	}
-	for _, node := range sortedKeys(p.flagged) {
+	for _, node := range slices.Sorted(maps.Keys(p.flagged)) {
 		if _, err := db.txExec(ctx, tx, `UPDATE nodes SET overclaims = overclaims + ? WHERE id = ?`, p.flagged[node], node); err != nil {
 			return err
 		}
 	}
-	for _, acct := range sortedKeys(mergeKeys(p.balance, p.held)) {
+	for _, acct := range slices.Sorted(maps.Keys(mergeKeys(p.balance, p.held))) {
 		if b, h := p.balance[acct], p.held[acct]; b != 0 || h != 0 {
 			if _, err := db.txExec(ctx, tx, `UPDATE ledger_accounts SET balance = balance + ?, held = held + ? WHERE id = ?`,
 				int64(b), int64(h), acct); err != nil {
@@ -284,15 +285,6 @@ func checkSettlement(s *store.Settlement, h *openHold, closed bool) error {
 		return fmt.Errorf("settle request %s: debit %d exceeds the hold of %d", s.RequestID, s.Debit, h.amount)
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }
 
 func mergeKeys(a, b map[string]money.Nanos) map[string]bool {

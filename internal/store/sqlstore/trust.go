@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/bits"
 	"slices"
@@ -451,7 +452,7 @@ WHERE node_id = ? AND node_id IS NOT NULL AND released = 0 AND amount > 0 AND ac
 	if len(claims) == 0 {
 		return total, nil
 	}
-	txns := sortedKeys(claims)
+	txns := slices.Sorted(maps.Keys(claims))
 
 	// Each request's buyers' debits and all its providers' credits.
 	type request struct {
@@ -505,7 +506,7 @@ WHERE node_id = ? AND released = 0 AND amount > 0 AND account LIKE 'pending:%' A
 		return 0, err
 	}
 	// Shared rows in sorted order, as settlements update them.
-	for _, acct := range sortedKeys(delta) {
+	for _, acct := range slices.Sorted(maps.Keys(delta)) {
 		if delta[acct] == 0 {
 			continue
 		}
