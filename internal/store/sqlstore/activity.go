@@ -290,7 +290,7 @@ WHERE node_id = ? ORDER BY at DESC, id DESC LIMIT ?`), []any{nodeID, limit},
 }
 
 // InsertReceipts stores receipts, in one transaction; a job's receipt stored already, or
-// earlier in rs, is kept.
+// earlier in rs, is kept (a job serves one request: receipts are keyed by request and job).
 func (db *DB) InsertReceipts(ctx context.Context, rs []*store.Receipt) error {
 	if len(rs) == 0 {
 		return nil
@@ -307,7 +307,7 @@ func (db *DB) InsertReceipts(ctx context.Context, rs []*store.Receipt) error {
 
 // receiptArgs are a receipt's row, as insertReceipts takes it.
 func receiptArgs(r *store.Receipt) []any {
-	return []any{r.JobID, r.RequestID, r.NodeID, jsonText(r.Signed), millis(r.CreatedAt)}
+	return []any{r.RequestID, r.JobID, r.NodeID, jsonText(r.Signed), millis(r.CreatedAt)}
 }
 
 // insertReceipts inserts receipts' rows (receiptArgs) in tx, keeping those stored already.
@@ -315,8 +315,8 @@ func (db *DB) insertReceipts(ctx context.Context, tx *sql.Tx, rows [][]any) erro
 	if len(rows) == 0 {
 		return nil
 	}
-	return db.insertRows(ctx, tx, `INSERT INTO receipts (job_id, request_id, node_id, data, created_at)`,
-		`ON CONFLICT (job_id) DO NOTHING`, rows, nil)
+	return db.insertRows(ctx, tx, `INSERT INTO receipts (request_id, job_id, node_id, data, created_at)`,
+		`ON CONFLICT (request_id, job_id) DO NOTHING`, rows, nil)
 }
 
 // Receipts lists a request's receipts in the order of its jobs: by CreatedAt, then job id.

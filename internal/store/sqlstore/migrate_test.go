@@ -172,52 +172,62 @@ func TestLoadMigrations_embedded(t *testing.T) {
 	}
 }
 
+// stmt is a statement with its arguments.
+type stmt struct {
+	sql  string
+	args []any
+}
+
+// migratedBefore returns a fresh database of the kind, as Open takes it, with the migrations
+// before version applied and then stmts run (written as for SQLite).
+func migratedBefore(t *testing.T, kind string, version int, stmts []stmt) string {
+	t.Helper()
+	ctx := context.Background()
+	name := testdsn.New(t, kind)
+	d, dsnName := sqliteDialect, dsn(name, false)
+	if kind == testdsn.Postgres {
+		d, dsnName = postgresDialect, name
+	}
+	raw, err := sql.Open(testdsn.Driver(kind), dsnName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	before := fstest.MapFS{}
+	ms, err := loadMigrations(migrations, d.migrations())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.version < version {
+			before["m/"+m.name] = &fstest.MapFile{Data: []byte(m.sql)}
+		}
+	}
+	if _, err := migrate(ctx, raw, d, before, "m", time.Now); err != nil {
+		t.Fatal(err)
+	}
+	q := (&DB{dialect: d}).q
+	for _, s := range stmts {
+		if _, err := raw.ExecContext(ctx, q(s.sql), s.args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return name
+}
+
 // Migration 0015 moves the open holds to open_holds and leaves the closed ones in holds: a
 // hold open before it stays open, with its replica and checkpoint, and closes once; a closed
 // one stays closed.
 func TestMigrate_OpenHolds(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		ctx := context.Background()
-		name := testdsn.New(t, kind)
-		d, dsnName := sqliteDialect, dsn(name, false)
-		if kind == testdsn.Postgres {
-			d, dsnName = postgresDialect, name
-		}
-		raw, err := sql.Open(testdsn.Driver(kind), dsnName)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer raw.Close()
-		before := fstest.MapFS{}
-		ms, err := loadMigrations(migrations, d.migrations())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range ms {
-			if m.version < 15 {
-				before["m/"+m.name] = &fstest.MapFile{Data: []byte(m.sql)}
-			}
-		}
-		if _, err := migrate(ctx, raw, d, before, "m", time.Now); err != nil {
-			t.Fatal(err)
-		}
-		q := (&DB{dialect: d}).q
-		for _, stmt := range []struct {
-			sql  string
-			args []any
-		}{
+		name := migratedBefore(t, kind, 15, []stmt{
 			{`INSERT INTO ledger_accounts (id, account_id, kind, balance, held) VALUES ('buyer:a', 'a', 'buyer', 1000, 100)`, nil},
 			{`INSERT INTO holds (request_id, account_id, key_id, amount, windows, status, checkpoint, created_at, replica)
 VALUES (?, 'a', 'k', 100, '', 'open', ?, 1700000000000, 'r1')`, []any{"req_open", `{"RequestID":"req_open"}`}},
 			{`INSERT INTO holds (request_id, account_id, key_id, amount, windows, status, created_at, closed_at, replica)
 VALUES ('req_done', 'a', 'k', 50, '', 'voided', 1700000000000, 1700000001000, '')`, nil},
-		} {
-			if _, err := raw.ExecContext(ctx, q(stmt.sql), stmt.args...); err != nil {
-				t.Fatal(err)
-			}
-		}
-		raw.Close()
-
+		})
 		db, err := Open(ctx, name)
 		if err != nil {
 			t.Fatal(err)
@@ -240,6 +250,47 @@ VALUES ('req_done', 'a', 'k', 50, '', 'voided', 1700000000000, 1700000001000, ''
 		}
 		if b, err := db.Balance(ctx, "a"); err != nil || b.Held != 0 || b.Credits != 1000 {
 			t.Errorf("balance %+v, %v; want nothing held, credits as they were", b, err)
+		}
+	})
+}
+
+// Migration 0016 keys receipts by request and job: the receipts stored before it are kept, a
+// request's still listed in the order of its jobs, and storing one of them again changes
+// nothing.
+func TestMigrate_ReceiptsByRequest(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		ctx := context.Background()
+		ins := `INSERT INTO receipts (job_id, request_id, node_id, data, created_at) VALUES (?, ?, ?, ?, ?)`
+		name := migratedBefore(t, kind, 16, []stmt{
+			{ins, []any{"job_b", "req_1", "node_1", `{"job":"b"}`, 1700000001000}},
+			{ins, []any{"job_a", "req_1", "node_2", `{"job":"a"}`, 1700000000000}},
+			{ins, []any{"job_x", "req_2", "node_1", `{"job":"x"}`, 1700000000000}},
+		})
+		db, err := Open(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if err := db.InsertReceipts(ctx, []*store.Receipt{
+			{RequestID: "req_1", JobID: "job_a", NodeID: "node_9", Signed: []byte(`{"dup":true}`), CreatedAt: time.UnixMilli(1700000000000)},
+			{RequestID: "req_1", JobID: "job_c", NodeID: "node_3", Signed: []byte(`{"job":"c"}`), CreatedAt: time.UnixMilli(1700000002000)},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		rs, err := db.Receipts(ctx, "req_1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range rs {
+			got = append(got, r.JobID+" "+r.NodeID+" "+string(r.Signed))
+		}
+		want := []string{`job_a node_2 {"job":"a"}`, `job_b node_1 {"job":"b"}`, `job_c node_3 {"job":"c"}`}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("receipts of req_1 after the migration:\n got %q\nwant %q", got, want)
+		}
+		if rs, err := db.Receipts(ctx, "req_2"); err != nil || len(rs) != 1 || rs[0].JobID != "job_x" {
+			t.Errorf("receipts of req_2: %v, %v; want job_x", rs, err)
 		}
 	})
 }
