@@ -114,7 +114,7 @@ func (c *Console) playgroundChat(w http.ResponseWriter, r *http.Request) error {
 	if c.cfg.Core == nil {
 		return &api.Error{Status: http.StatusServiceUnavailable, Type: api.TypeUnavailable, Message: "The playground is not available here."}
 	}
-	ctx, release := c.cfg.Core.Track(r.Context()) // a shutdown's drain covers the chat from here
+	ctx, _, release := c.cfg.Core.Track(r.Context()) // a shutdown's drain covers the chat from here
 	defer release()
 	out, err := c.chat(w, r.WithContext(ctx))
 	var u *store.Usage

@@ -12,12 +12,12 @@ import (
 func TestAbortable_TrackedThenServed(t *testing.T) {
 	c := &Core{}
 	c.stopping, c.stopAll = context.WithCancelCause(context.Background())
-	outer, releaseOuter := c.Track(context.Background())
-	inner, releaseInner := c.abortable(outer)
+	outer, _, releaseOuter := c.Track(context.Background())
+	inner, _, releaseInner := c.abortable(outer)
 	if inner != outer {
 		t.Error("serving a tracked request wrapped its context again")
 	}
-	other, releaseOther := c.abortable(context.Background()) // a request nobody tracked
+	other, _, releaseOther := c.abortable(context.Background()) // a request nobody tracked
 	if other == outer {
 		t.Error("an untracked request got another's context")
 	}
@@ -44,5 +44,26 @@ func TestAbortable_TrackedThenServed(t *testing.T) {
 	releaseOuter()
 	if waiting() {
 		t.Error("Wait still waits with every request released")
+	}
+}
+
+// The cancel Track returns ends the request's context with its cause, as Serve sees it: the
+// caller's own reason (its buyer went away) needs no layer of its own.
+func TestTrack_Cancel(t *testing.T) {
+	c := &Core{}
+	c.stopping, c.stopAll = context.WithCancelCause(context.Background())
+	outer, cancel, releaseOuter := c.Track(context.Background())
+	defer releaseOuter()
+	inner, _, releaseInner := c.abortable(outer)
+	defer releaseInner()
+	gone := errors.New("buyer gone")
+	cancel(gone)
+	select {
+	case <-inner.Done():
+		if cause := context.Cause(inner); cause != gone {
+			t.Errorf("cause %v; want the caller's", cause)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Track's cancel did not end the served request's context")
 	}
 }

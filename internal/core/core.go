@@ -332,29 +332,39 @@ func (c *Core) Wait(ctx context.Context) error {
 	}
 }
 
-// Track returns ctx as Abort cancels it, and counts a request in flight (Wait) until release
-// is called: a caller calls it when the request arrives, so that a shutdown's drain covers
-// its authentication and decoding too, before Serve (which tracks the request itself too).
-func (c *Core) Track(ctx context.Context) (_ context.Context, release func()) {
+// Track returns ctx as Abort cancels it, and as cancel does (the caller's own reason to end
+// the request, such as its buyer going away), and counts a request in flight (Wait) until
+// release is called: a caller calls it when the request arrives, so that a shutdown's drain
+// covers its authentication and decoding too, before Serve (which tracks the request itself
+// too).
+func (c *Core) Track(ctx context.Context) (_ context.Context, cancel context.CancelCauseFunc, release func()) {
 	return c.abortable(ctx)
 }
 
-// abortable returns ctx as Abort cancels it, and counts the request in flight until release
-// is called. A context it returned already (Track's, then Serve's) is returned as it is: one
-// layer of cancellation, and one registration with c.stopping, serves the request.
-func (c *Core) abortable(ctx context.Context) (_ context.Context, release func()) {
+// abortable returns ctx as Abort and cancel cancel it, and counts the request in flight until
+// release is called. A context it returned already (Track's, then Serve's) is returned as it
+// is, with its cancel: one layer of cancellation, and one registration with c.stopping,
+// serves the request.
+func (c *Core) abortable(ctx context.Context) (_ context.Context, cancel context.CancelCauseFunc, release func()) {
 	c.inflight.Add(1)
-	if ctx.Value(abortKey{}) == c {
-		return ctx, c.inflight.Done
+	if t, ok := ctx.Value(abortKey{}).(*tracked); ok && t.core == c {
+		return ctx, t.cancel, c.inflight.Done
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
+	ctx, cancel = context.WithCancelCause(ctx)
 	stop := context.AfterFunc(c.stopping, func() { cancel(context.Cause(c.stopping)) })
-	return context.WithValue(ctx, abortKey{}, c), func() {
+	return context.WithValue(ctx, abortKey{}, &tracked{c, cancel}), cancel, func() {
 		stop()
 		cancel(nil)
 		c.inflight.Done()
 	}
 }
 
-// abortKey marks a context abortable returned, with its core.
+// tracked is the value of abortKey in a context abortable returned: its core, and what
+// cancels it.
+type tracked struct {
+	core   *Core
+	cancel context.CancelCauseFunc
+}
+
+// abortKey marks a context abortable returned (a *tracked).
 type abortKey struct{}

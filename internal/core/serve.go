@@ -52,7 +52,7 @@ func (c *Core) Serve(ctx context.Context, r *Request) (*Outcome, error) {
 	if err := c.Prepare(r); err != nil {
 		return &Outcome{}, err
 	}
-	ctx, release := c.abortable(ctx)
+	ctx, _, release := c.abortable(ctx)
 	defer release()
 	err := c.serve(ctx, r)
 	out := &Outcome{Usage: r.usage, Bill: r.bill, Claimed: r.claimed, Queued: r.queued}

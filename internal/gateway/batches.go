@@ -28,7 +28,7 @@ func (g *Gateway) registerBatches(mux *http.ServeMux) {
 	}
 	// An upload's body is bounded by the largest file, and the form around it.
 	upload := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		g.call(r.Context(), w, r, store.KeyBuyer, g.cfg.Batches.MaxFileBytes()+64<<10, g.createFile)
+		g.call(r.Context(), nil, w, r, store.KeyBuyer, g.cfg.Batches.MaxFileBytes()+64<<10, g.createFile)
 	})
 	mux.Handle("POST /v1/files", upload)
 	mux.Handle("GET /v1/files", g.handle(g.listFiles))

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"net/http"
 	"time"
 
@@ -50,14 +49,10 @@ func (g *Gateway) completions(w http.ResponseWriter, r *http.Request, c *call) e
 // and queue time headers, then server-sent events or one JSON body.
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, job *protocol.Request, stream bool, opts *api.StreamOptions, rt api.Routing, user string) error {
 	includeUsage := opts != nil && opts.IncludeUsage
-	ctx := c.ctx
-	if stream && r.ProtoMajor == 1 && r.ProtoMinor >= 1 {
+	if stream && r.ProtoMajor == 1 && r.ProtoMinor >= 1 && c.cancel != nil {
 		// Over HTTP/1.1 the stream takes its connection over from net/http (h1stream.go),
-		// whose watch for the buyer going away then ends this context.
-		var cancel context.CancelCauseFunc
-		ctx, cancel = context.WithCancelCause(ctx)
-		defer cancel(nil)
-		h1 := g.newH1Stream(w, r, cancel)
+		// whose watch for the buyer going away then ends the request's context.
+		h1 := g.newH1Stream(w, r, c.cancel)
 		w = h1
 		defer func() {
 			if p := recover(); p != nil {
@@ -88,7 +83,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, c *call, job *pr
 	defer g.cfg.Metrics.RequestStarted(stream)()
 	var out *core.Outcome
 	defer func() { admitted.done(out.Billed()) }() // out is nil if Serve panicked: nothing billed
-	out, err = g.core.Serve(ctx, req)
+	out, err = g.core.Serve(c.ctx, req)
 	c.usage = out.Usage
 	return err
 }

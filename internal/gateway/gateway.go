@@ -148,12 +148,15 @@ type call struct {
 	// ctx is the request's context: r.Context(), or for an inference request the context a
 	// shutdown's drain covers (handleInference), carried here rather than in a copy of the
 	// request, which every stream held open would keep.
-	ctx   context.Context
-	id    string
-	key   *store.Key
-	start time.Time
-	usage *store.Usage // of an inference request, once it is served
-	span  trace.Span   // the request's server span; a no-op one when not traced
+	ctx context.Context
+	// cancel ends ctx, with its cause: set for an inference request (handleInference), whose
+	// streamed answer over HTTP/1.1 ends it when the buyer goes away (h1stream.go).
+	cancel context.CancelCauseFunc
+	id     string
+	key    *store.Key
+	start  time.Time
+	usage  *store.Usage // of an inference request, once it is served
+	span   trace.Span   // the request's server span; a no-op one when not traced
 }
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request, c *call) error
@@ -164,13 +167,15 @@ func (g *Gateway) handle(fn handlerFunc) http.Handler { return g.handleAs(store.
 
 // handleAs is handle for the API of a kind of key: store.KeyBuyer or store.KeyProvider.
 func (g *Gateway) handleAs(kind string, fn handlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.call(r.Context(), w, r, kind, g.cfg.MaxBodyBytes, fn) })
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.call(r.Context(), nil, w, r, kind, g.cfg.MaxBodyBytes, fn)
+	})
 }
 
-// call serves a request, in ctx, with fn once its key is authenticated, writes fn's error, and
-// returns the call and the error.
-func (g *Gateway) call(ctx context.Context, w http.ResponseWriter, r *http.Request, kind string, maxBody int64, fn handlerFunc) (_ *call, err error) {
-	c := &call{ctx: ctx, id: requestid.From(ctx), start: g.cfg.Now()}
+// call serves a request, in ctx, which cancel (when not nil) ends, with fn once its key is
+// authenticated, writes fn's error, and returns the call and the error.
+func (g *Gateway) call(ctx context.Context, cancel context.CancelCauseFunc, w http.ResponseWriter, r *http.Request, kind string, maxBody int64, fn handlerFunc) (_ *call, err error) {
+	c := &call{ctx: ctx, cancel: cancel, id: requestid.From(ctx), start: g.cfg.Now()}
 	r = g.startRequest(r, c)
 	defer func() { endRequest(c, err) }()
 	err = g.authenticate(r, c, kind)

@@ -15,9 +15,9 @@ import (
 // before.
 func (g *Gateway) handleInference(endpoint string, fn handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, release := g.core.Track(r.Context()) // a shutdown's drain covers the request from here
+		ctx, cancel, release := g.core.Track(r.Context()) // a shutdown's drain covers the request from here
 		defer release()
-		c, err := g.call(ctx, w, r, store.KeyBuyer, g.cfg.MaxBodyBytes, fn)
+		c, err := g.call(ctx, cancel, w, r, store.KeyBuyer, g.cfg.MaxBodyBytes, fn)
 		g.ended(endpoint, c, err)
 	})
 }
