@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/shareai/shareai/internal/bench"
 	"github.com/shareai/shareai/internal/ledger"
 	"github.com/shareai/shareai/internal/money"
 	"github.com/shareai/shareai/internal/requestid"
@@ -73,12 +73,12 @@ func benchHoldSettle(b *testing.B, kind string, conc, stored int) {
 	if err := f.l.Flush(ctx); err != nil {
 		b.Fatal(err)
 	}
-	cpu0, start := cpuTime(), time.Now()
+	cpu0, start := cpu(b), time.Now()
 	b.ResetTimer()
 	runAtOnce(b, b.N, conc, one)
 	f.l.Close() // settles what is queued
 	b.StopTimer()
-	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+	b.ReportMetric(float64((cpu(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "settled/s")
 	if sum, _ := f.db.LedgerSum(ctx); sum != 0 {
 		b.Errorf("ledger sum %d", sum)
@@ -108,11 +108,13 @@ func runAtOnce(b *testing.B, n, conc int, one func() error) {
 	wg.Wait()
 }
 
-// cpuTime is the CPU this process has used, user and system.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 func setupB(b *testing.B, kind string) *fixture { return setupTB(b, kind, 1000*money.USD) }
+
+// cpu is the CPU this process has used so far (bench.ProcessCPU).
+func cpu(b *testing.B) time.Duration {
+	d, err := bench.ProcessCPU()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
+}

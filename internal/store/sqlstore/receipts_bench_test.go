@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/shareai/shareai/internal/bench"
 	"github.com/shareai/shareai/internal/requestid"
 	"github.com/shareai/shareai/internal/store"
 )
@@ -40,7 +40,7 @@ func BenchmarkInsertReceipts(b *testing.B) {
 				for n := 0; n < b.N; n += 200 {
 					batches = append(batches, benchReceipts(min(200, b.N-n)))
 				}
-				cpu0, written0 := cpuTime(), writtenBytes()
+				cpu0, written0 := cpu(b), writtenBytes()
 				b.ResetTimer()
 				for _, rs := range batches {
 					if err := db.InsertReceipts(ctx, rs); err != nil {
@@ -48,7 +48,7 @@ func BenchmarkInsertReceipts(b *testing.B) {
 					}
 				}
 				b.StopTimer()
-				b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/receipt")
+				b.ReportMetric(float64((cpu(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/receipt")
 				if kind == "sqlite" && written0 >= 0 {
 					b.ReportMetric(float64(writtenBytes()-written0)/1024/float64(b.N), "written-KiB/receipt")
 				}
@@ -72,12 +72,6 @@ func benchReceipts(n int) []*store.Receipt {
 	return rs
 }
 
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // writtenBytes returns the bytes this process has written (Linux's wchar in /proc/self/io), or
 // -1 where it cannot tell.
 func writtenBytes() int64 {
@@ -94,4 +88,13 @@ func writtenBytes() int64 {
 		}
 	}
 	return -1
+}
+
+// cpu is the CPU this process has used so far (bench.ProcessCPU).
+func cpu(b *testing.B) time.Duration {
+	d, err := bench.ProcessCPU()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
 }
