@@ -62,7 +62,10 @@ a mock upstream in this process that answers 20 chunks at once; --mock-upstream 
 it alone, for a network elsewhere. --baseline FILE holds the figure to the one recorded for
 this machine class; --against BIN holds it instead to what another build of shareai (the
 baseline's commit) adds on the same load in the same run, each try running that build first
-(scripts/bench-regress.sh does both).
+(scripts/bench-regress.sh does both). --warm N first sends N requests through the network,
+not counted, so that its store holds what a running coordinator's does (an empty store's
+indexes fit in a few pages; at 3,000 requests a second a coordinator's holds 100,000 after
+half a minute).
 
 A progress bar goes to stderr when it is a terminal; the report goes to stdout. Ctrl-C stops
 early and reports what finished.`
@@ -307,6 +310,12 @@ func runCompare(ctx context.Context, cfg *config.Bench, stdout, stderr io.Writer
 	if cfg.URL != "" {
 		cc.NetworkMetrics = cfg.MetricsURLs()
 	}
+	if cfg.Warm > 0 {
+		fmt.Fprintf(stderr, "network, warm-up of %d requests:\n", cfg.Warm)
+		if err := cc.WarmUp(ctx, cfg.Warm); err != nil {
+			return err
+		}
+	}
 	var c *bench.Comparison
 	if cfg.Against != "" {
 		if c, err = compareAgainst(ctx, cfg, cc, providers, stderr); err != nil {
@@ -315,14 +324,14 @@ func runCompare(ctx context.Context, cfg *config.Bench, stdout, stderr io.Writer
 	} else {
 		if baseline != nil && !cfg.UpdateBaseline {
 			cc.Enough = func(best *bench.Comparison) bool {
-				best.Providers = providers
+				best.Providers, best.Warm = providers, cfg.Warm
 				return !bench.Check(baseline, best, bench.Tolerance).Failed()
 			}
 		}
 		if c, err = bench.Compare(ctx, cc); err != nil {
 			return err
 		}
-		c.Providers = providers
+		c.Providers, c.Warm = providers, cfg.Warm
 	}
 	if baseline != nil {
 		switch {
@@ -399,7 +408,7 @@ func compareAgainst(ctx context.Context, cfg *config.Bench, cc bench.CompareConf
 		if err != nil {
 			return nil, err
 		}
-		c.Providers = providers
+		c.Providers, c.Warm = providers, cfg.Warm
 		tries = append(tries, c.AddedCPU)
 		if best == nil || c.AddedCPU < best.AddedCPU {
 			c.Try, best = try, c
@@ -434,6 +443,9 @@ func runReference(ctx context.Context, cfg *config.Bench, providers int) (*bench
 	if cfg.H2C {
 		args = append(args, "--h2c")
 	}
+	if cfg.Warm > 0 { // a build from before --warm refuses it: the loads would differ
+		args = append(args, "--warm", strconv.Itoa(cfg.Warm))
+	}
 	cmd := exec.CommandContext(ctx, cfg.Against, args...)
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { // its own network, as this one's
 		return strings.HasPrefix(kv, "OPENAI_BASE_URL=") || strings.HasPrefix(kv, "OPENAI_API_KEY=")
@@ -448,7 +460,7 @@ func runReference(ctx context.Context, cfg *config.Bench, providers int) (*bench
 	if err := json.Unmarshal(out, &c); err != nil || c.Direct == nil || c.Network == nil {
 		return nil, fmt.Errorf("its report is not a comparison (%v): %.200q", err, out)
 	}
-	want := bench.Comparison{Stream: cfg.Stream, Concurrency: cfg.Concurrency, Requests: cfg.Count(), MaxTokens: cfg.MaxTokens, Providers: providers}
+	want := bench.Comparison{Stream: cfg.Stream, Concurrency: cfg.Concurrency, Requests: cfg.Count(), MaxTokens: cfg.MaxTokens, Providers: providers, Warm: cfg.Warm}
 	if c.Scenario() != want.Scenario() {
 		return nil, fmt.Errorf("it ran %q, not %q", c.Scenario(), want.Scenario())
 	}

@@ -100,6 +100,8 @@ func TestBench_Flags(t *testing.T) {
 		{[]string{"--compare", "mock", "--upstream-metrics", "http://127.0.0.1:8000/metrics"}, "--upstream-metrics"},
 		{[]string{"--upstream-metrics", "http://127.0.0.1:8000/metrics"}, "--upstream-metrics"},
 		{[]string{"--tries", "3"}, "--tries"},
+		{[]string{"--warm", "100"}, "--warm"},
+		{[]string{"--compare", "mock", "--warm", "-1"}, "--warm"},
 		{[]string{"--compare", "mock", "--tries", "0"}, "--tries"},
 		{[]string{"--compare", "http://127.0.0.1:8000", "--baseline", "b.json"}, "--baseline"},
 		{[]string{"--compare", "mock", "--update-baseline"}, "--update-baseline"},
@@ -209,9 +211,10 @@ func TestBench_CompareAgainst(t *testing.T) {
 	if err := os.WriteFile(ref, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	warm := 0 // the reference's report says it warmed its network up with this many requests
 	reference := func(added float64, requests, exit int) {
 		t.Helper()
-		c := bench.Comparison{Model: bench.MockModel, Concurrency: 3, Requests: requests, MaxTokens: 64, Providers: 1, Machine: bench.MachineClass(),
+		c := bench.Comparison{Model: bench.MockModel, Concurrency: 3, Requests: requests, Warm: warm, MaxTokens: 64, Providers: 1, Machine: bench.MachineClass(),
 			Direct: &bench.PathRun{CPU: 50, Report: &bench.Report{}}, Network: &bench.PathRun{CPU: 50 + added, Report: &bench.Report{}}, AddedCPU: added}
 		data, _ := json.Marshal(c)
 		os.Remove(filepath.Join(dir, "args"))
@@ -219,11 +222,11 @@ func TestBench_CompareAgainst(t *testing.T) {
 			t.Fatal("cannot write the reference's report")
 		}
 	}
-	compare := func(tries string) (int, *bench.Comparison, string) {
+	compare := func(tries string, more ...string) (int, *bench.Comparison, string) {
 		t.Helper()
 		var out, errb strings.Builder
-		code := run(context.Background(), []string{"bench", "--compare", "mock", "-n", "30", "-c", "3", "--stream=false", "--providers", "1",
-			"--json", "--tries", tries, "--against", ref}, &out, &errb)
+		code := run(context.Background(), append([]string{"bench", "--compare", "mock", "-n", "30", "-c", "3", "--stream=false", "--providers", "1",
+			"--json", "--tries", tries, "--against", ref}, more...), &out, &errb)
 		if out.Len() == 0 {
 			return code, nil, errb.String()
 		}
@@ -271,6 +274,21 @@ func TestBench_CompareAgainst(t *testing.T) {
 	reference(100, 30, 3)
 	if code, c, stderr = compare("1"); code != 1 || c != nil || !strings.Contains(stderr, "--against "+ref+": exit status 3") {
 		t.Errorf("a reference that failed: exit %d, stderr %s", code, stderr)
+	}
+
+	// With a warm-up: the reference warms its own network up as much, and its report must say
+	// so; this build's network takes the warm-up before its first try.
+	warm = 12
+	reference(1e6, 30, 0)
+	code, c, stderr = compare("1", "--warm", "12")
+	if code != 0 || c == nil || c.Warm != 12 || !strings.Contains(runs()[0], "--warm 12") ||
+		!strings.Contains(stderr, "network, warm-up of 12 requests:") {
+		t.Errorf("with --warm 12: exit %d, comparison %+v, reference ran with %q; want 0, warm 12 both ways (%s)", code, c, runs(), stderr)
+	}
+	warm = 0
+	reference(1e6, 30, 0)
+	if code, c, stderr = compare("1", "--warm", "12"); code != 1 || c != nil || !strings.Contains(stderr, `not "json c=3 n=30 max_tokens=64 providers=1 warm=12"`) {
+		t.Errorf("a reference that took no warm-up: exit %d, stderr %s", code, stderr)
 	}
 }
 

@@ -76,6 +76,7 @@ type Comparison struct {
 	Concurrency int    `json:"concurrency"`
 	MaxTokens   int    `json:"max_tokens"`
 	Requests    int    `json:"requests"`            // per path and try
+	Warm        int    `json:"warm,omitempty"`      // requests through the network before the first try (WarmUp)
 	Providers   int    `json:"providers,omitempty"` // of the network this process started; 0: not started here
 	Machine     string `json:"machine"`             // MachineClass
 	// Method says how the CPU was counted.
@@ -205,6 +206,28 @@ func Compare(ctx context.Context, cfg CompareConfig) (*Comparison, error) {
 	}
 	best.Tries = tries
 	return best, nil
+}
+
+// WarmUp sends n requests of cfg's load through the network, not counted, with cfg's client
+// and progress: a comparison run after it measures a network whose store has settled that
+// many, as a running coordinator's has. An empty store's indexes fit in a few pages; a grown
+// one's cost a page for each row whose key comes at random (as receipts' random job ids did).
+// Every request must succeed.
+func (cfg *CompareConfig) WarmUp(ctx context.Context, n int) error {
+	load := cfg.Load
+	load.BaseURL, load.APIKey, load.Model, load.Client = cfg.Network.BaseURL, cfg.Network.APIKey, cfg.Network.Model, cfg.Client
+	load.Requests, load.Progress = n, cfg.Progress
+	if load.Client == nil {
+		load.Client = NewClient(load.Concurrency)
+	}
+	rep, err := Run(ctx, load)
+	if err != nil {
+		return fmt.Errorf("network warm-up: %w", err)
+	}
+	if err := complete(ctx, rep); err != nil {
+		return fmt.Errorf("network warm-up: %w", err)
+	}
+	return nil
 }
 
 // validateLoad checks the load as Run would, without its URL and model.
@@ -394,6 +417,9 @@ func (c *Comparison) WriteText(w io.Writer) error {
 		mode = "streamed"
 	}
 	fmt.Fprintf(&b, "%s: %s, max_tokens %d, concurrency %d, %d requests a path", c.Model, mode, c.MaxTokens, c.Concurrency, c.Requests)
+	if c.Warm > 0 {
+		fmt.Fprintf(&b, ", after %d through the network", c.Warm)
+	}
 	if n := len(c.Tries); n > 1 {
 		fmt.Fprintf(&b, "; try %d of %d shown, the one the network added the least CPU in", c.Try, n)
 	}

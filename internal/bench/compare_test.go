@@ -141,6 +141,45 @@ func TestCompare_Counts(t *testing.T) {
 	}
 }
 
+// WarmUp sends its requests through the network alone, every one answered; a network that
+// fails them is an error.
+func TestCompareConfig_WarmUp(t *testing.T) {
+	var direct, network atomic.Int64
+	up := costing(func() { direct.Add(1) })
+	defer up.Close()
+	via := costing(func() { network.Add(1) })
+	defer via.Close()
+	cfg := bench.CompareConfig{
+		Load:    bench.Config{Requests: 5, Concurrency: 3, MaxTokens: 8},
+		Direct:  bench.Target{BaseURL: up.URL + "/v1", Model: bench.MockModel},
+		Network: bench.Target{BaseURL: via.URL + "/v1", APIKey: "sk-x", Model: bench.MockModel},
+	}
+	if err := cfg.WarmUp(context.Background(), 17); err != nil {
+		t.Fatal(err)
+	}
+	if network.Load() != 17 || direct.Load() != 0 {
+		t.Errorf("a warm-up of 17: %d requests through the network, %d direct; want 17 and 0", network.Load(), direct.Load())
+	}
+	c, err := bench.Compare(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Warm = 17
+	var text strings.Builder
+	if err := c.WriteText(&text); err != nil || !strings.Contains(text.String(), "5 requests a path, after 17 through the network") ||
+		!strings.HasSuffix(c.Scenario(), " warm=17") {
+		t.Errorf("the report of a comparison after a warm-up (%q), %v:\n%s", c.Scenario(), err, text.String())
+	}
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"error":{"message":"no"}}`, http.StatusServiceUnavailable)
+	}))
+	defer down.Close()
+	cfg.Network.BaseURL = down.URL + "/v1"
+	if err := cfg.WarmUp(context.Background(), 4); err == nil || !strings.Contains(err.Error(), "network warm-up: 4 of 4 requests failed") {
+		t.Errorf("a warm-up through a failing network: %v; want an error saying so", err)
+	}
+}
+
 // Settle runs before each reading of the network's CPU: what the network held back from its
 // warm-up (a group commit) is not the run's, and what it held back from the run is.
 func TestCompare_Settle(t *testing.T) {

@@ -58,7 +58,11 @@ func (c *Comparison) Scenario() string {
 	if c.Stream {
 		mode = "stream"
 	}
-	return fmt.Sprintf("%s c=%d n=%d max_tokens=%d providers=%d", mode, c.Concurrency, c.Requests, c.MaxTokens, c.Providers)
+	s := fmt.Sprintf("%s c=%d n=%d max_tokens=%d providers=%d", mode, c.Concurrency, c.Requests, c.MaxTokens, c.Providers)
+	if c.Warm > 0 {
+		s += fmt.Sprintf(" warm=%d", c.Warm)
+	}
+	return s
 }
 
 // Baseline is the figures later comparisons are held to (a JSON file, committed), by

@@ -41,6 +41,9 @@ type Bench struct {
 	// UpstreamMetrics is the upstream's Prometheus endpoint, for its own CPU.
 	UpstreamMetrics string
 	Tries           int // runs of both paths; the one the network added the least CPU in is reported
+	// Warm is how many requests go through the network before the first try, not counted:
+	// a store that has settled that many, as a running coordinator's has.
+	Warm int
 	// Baseline is a file of figures the comparison is held to (or, with UpdateBaseline,
 	// recorded in) for this machine class.
 	Baseline       string
@@ -99,6 +102,7 @@ func (b *Bench) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&b.Compare, "compare", "", "compare mode: send the same load straight to this OpenAI-compatible upstream (a URL such as http://127.0.0.1:8000/v1, or mock: one that answers 20 chunks at once, run in this process), then through a network whose providers run the openai engine on it (without --url, one started in this process); report each path's CPU per request, requests per second and latency, their ratio and what the network added")
 	fs.StringVar(&b.UpstreamMetrics, "upstream-metrics", "", "--compare URL: the upstream's Prometheus endpoint, such as a --mock-upstream's http://127.0.0.1:8000/metrics; its process_cpu_seconds_total is counted on both paths and reported as the upstream's own CPU")
 	fs.IntVar(&b.Tries, "tries", 1, "--compare: run both paths this many times, one after the other, and report the try in which the network added the least CPU per request (with --baseline, stop at the first within it)")
+	fs.IntVar(&b.Warm, "warm", 0, "--compare: send this many requests through the network before the first try, not counted, so that its store has settled as many as a running coordinator's has (an empty store's indexes fit in a few pages; a coordinator's store holds 100,000 requests after half a minute at 3,000 a second)")
 	fs.StringVar(&b.Baseline, "baseline", "", "--compare mock: a JSON file of figures by machine class; exit 1 when the network adds more than 25% more CPU per request than the file's figure for this machine class and load (none recorded: say so and pass)")
 	fs.BoolVar(&b.UpdateBaseline, "update-baseline", false, "--baseline: record this run's figures in the file, for this machine class and load, instead of checking them")
 	fs.StringVar(&b.Against, "against", "", "--compare mock: a shareai binary of a reference build (scripts/bench-regress.sh builds the baseline file's commit); each try runs the same load through it before this one, and exit 1 when this build adds more than 25% more CPU per request than the reference did in the same run")
@@ -243,6 +247,11 @@ func (b *Bench) validateCompare() []error {
 		errs = append(errs, &FieldError{"tries", "must be between 1 and 100, got " + strconv.Itoa(b.Tries)})
 	} else if b.Tries > 1 && b.Compare == "" {
 		errs = append(errs, &FieldError{"tries", "is for --compare"})
+	}
+	if b.Warm < 0 {
+		errs = append(errs, &FieldError{"warm", "must not be negative, got " + strconv.Itoa(b.Warm)})
+	} else if b.Warm > 0 && b.Compare == "" {
+		errs = append(errs, &FieldError{"warm", "is for --compare"})
 	}
 	if b.Baseline != "" && (b.Compare != CompareMock || b.URL != "") {
 		errs = append(errs, &FieldError{"baseline", "holds --compare mock with the network bench starts (no --url): only that load is the same on every run"})
