@@ -70,9 +70,12 @@ func TestProviderNodes(t *testing.T) {
 	}
 
 	var rep nodeBody
-	env.WaitFor("the node's jobs and telemetry to be recorded", func() bool {
+	// The node's jobs are counted apart from its earnings, which come with the requests'
+	// settlements (group-committed, after their receipts): wait for both.
+	env.WaitFor("the node's jobs, earnings and telemetry to be recorded", func() bool {
 		mustGet(t, provider, "provider/nodes/"+id+"?days=2", &rep)
-		return rep.Data.Totals.Jobs == 3 && len(rep.Data.History) > 0
+		days := rep.Data.Days
+		return rep.Data.Totals.Jobs == 3 && len(rep.Data.History) > 0 && len(days) > 0 && days[len(days)-1].EarnedPending.String() != "0"
 	})
 	d := rep.Data
 	if d.Telemetry == nil {
