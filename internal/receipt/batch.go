@@ -1,7 +1,9 @@
 package receipt
 
 import (
+	"bytes"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
@@ -38,7 +40,7 @@ func SignBatch(key ed25519.PrivateKey, rs []Receipt) (out []Signed, errs []error
 			continue
 		}
 		msgs, at = append(msgs, msg), append(at, i)
-		leaves = append(leaves, leafHash([]byte(nodeLeafDomain), msg))
+		leaves = append(leaves, nodeLeaf(msg))
 	}
 	if len(leaves) == 0 {
 		return out, errs
@@ -69,8 +71,11 @@ type Countersigning struct {
 type Countersigner struct {
 	key      ed25519.PrivateKey
 	pub      ed25519.PublicKey
-	verified map[string]struct{} // node key ‖ signed root message ‖ signature, verified
+	verified map[verifiedRoot]struct{}
 }
+
+// verifiedRoot is a node batch's signature verified: the node key ‖ the root ‖ the signature.
+type verifiedRoot [ed25519.PublicKeySize + sha256.Size + ed25519.SignatureSize]byte
 
 // maxVerified bounds the node batches a Countersigner remembers as verified.
 const maxVerified = 4096
@@ -80,7 +85,7 @@ func NewCountersigner(key ed25519.PrivateKey) (*Countersigner, error) {
 	if len(key) != ed25519.PrivateKeySize {
 		return nil, fmt.Errorf("countersign: a %d-byte key is not an ed25519 private key", len(key))
 	}
-	return &Countersigner{key: key, pub: key.Public().(ed25519.PublicKey), verified: make(map[string]struct{})}, nil
+	return &Countersigner{key: key, pub: key.Public().(ed25519.PublicKey), verified: make(map[verifiedRoot]struct{})}, nil
 }
 
 // Countersign checks each receipt of batch (its node's signature, then its claim against what
@@ -114,7 +119,7 @@ func (c *Countersigner) Countersign(batch []*Countersigning, now time.Time) erro
 		s := *b.Signed
 		s.Receipt, s.RequestID, s.CoordinatorKey, s.CountersignedAt = msg, b.RequestID, c.pub, now
 		ok, out = append(ok, b), append(out, s)
-		leaves = append(leaves, leafHash([]byte(coordinatorLeafDomain), coordinatorMessage("", msg, &s)))
+		leaves = append(leaves, coordinatorLeaf(msg, &s))
 	}
 	if len(ok) == 0 {
 		return nil
@@ -128,13 +133,17 @@ func (c *Countersigner) Countersign(batch []*Countersigning, now time.Time) erro
 	return nil
 }
 
-// verify is ed25519.Verify that remembers the node batches' roots it verified: a root message
-// is short, a receipt signed alone (the first format) is not and is verified each time.
+// verify is ed25519.Verify that remembers the node batches' roots it verified; a receipt signed
+// alone (the first format) is verified each time.
 func (c *Countersigner) verify(pub ed25519.PublicKey, msg, sig []byte) bool {
-	if len(msg) > len(nodeRootDomain)+len(digest{}) {
+	root, ok := bytes.CutPrefix(msg, []byte(nodeRootDomain))
+	if !ok || len(root) != len(digest{}) || len(pub) != ed25519.PublicKeySize || len(sig) != ed25519.SignatureSize {
 		return ed25519.Verify(pub, msg, sig)
 	}
-	k := string(pub) + string(msg) + string(sig)
+	var k verifiedRoot
+	n := copy(k[:], pub)
+	n += copy(k[n:], root)
+	copy(k[n:], sig)
 	if _, ok := c.verified[k]; ok {
 		return true
 	}

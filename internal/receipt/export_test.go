@@ -20,6 +20,8 @@ func MerkleProof(leaves [][32]byte, i int) *Proof { return newTree(leaves).proof
 
 func (p *Proof) RootFrom(leaf [32]byte) ([32]byte, error) { return p.rootFrom(leaf) }
 
-func LeafHash(data []byte) [32]byte { return leafHash(data) }
+func LeafHash(data []byte) [32]byte {
+	return leafHash("", func(b []byte) []byte { return append(b, data...) })
+}
 
 func NodeHash(l, r [32]byte) [32]byte { return nodeHash(l, r) }

@@ -41,32 +41,45 @@ type Hasher struct {
 
 // Add adds a delta of the answer.
 func (h *Hasher) Add(d protocol.Delta) {
-	h.init()
-	h.n += writeText(h.text, d.Text)
-	h.n += writeText(h.reasoning, d.Reasoning)
+	if d.Text != "" {
+		h.n += writeText(part(&h.text), d.Text)
+	}
+	if d.Reasoning != "" {
+		h.n += writeText(part(&h.reasoning), d.Reasoning)
+	}
 	if len(d.ToolCalls) > 0 {
 		c := canonicalJSON(d.ToolCalls)
-		h.tools.Write(binary.BigEndian.AppendUint64(nil, uint64(len(c))))
-		h.tools.Write(c)
+		tools := part(&h.tools)
+		tools.Write(binary.BigEndian.AppendUint64(nil, uint64(len(c))))
+		tools.Write(c)
 		h.n += int64(len(c))
 	}
 }
 
-// Sum returns the output hash of the deltas added so far, in lowercase hex.
-func (h *Hasher) Sum() string {
-	h.init()
-	m := sha256.New()
-	io.WriteString(m, outputDomain)
-	m.Write(h.text.Sum(nil))
-	m.Write(h.reasoning.Sum(nil))
-	m.Write(h.tools.Sum(nil))
-	return hex.EncodeToString(m.Sum(nil))
+// part returns the digest of a part, made on its first bytes: most answers are text alone.
+func part(h *hash.Hash) hash.Hash {
+	if *h == nil {
+		*h = sha256.New()
+	}
+	return *h
 }
 
-func (h *Hasher) init() {
-	if h.text == nil {
-		h.text, h.reasoning, h.tools = sha256.New(), sha256.New(), sha256.New()
+// emptySHA256 is the digest of a part without bytes.
+var emptySHA256 = sha256.Sum256(nil)
+
+// Sum returns the output hash of the deltas added so far, in lowercase hex.
+func (h *Hasher) Sum() string {
+	m := make([]byte, 0, len(outputDomain)+3*sha256.Size)
+	m = append(m, outputDomain...)
+	for _, p := range []hash.Hash{h.text, h.reasoning, h.tools} {
+		if p == nil {
+			m = append(m, emptySHA256[:]...)
+		} else {
+			m = p.Sum(m)
+		}
 	}
+	sum := sha256.Sum256(m)
+	return hex.EncodeToString(sum[:])
 }
 
 // Len returns the number of bytes hashed so far: of text and reasoning, counting each invalid

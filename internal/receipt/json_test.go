@@ -53,6 +53,41 @@ func TestSigned_MarshalJSONAsEncodingJSON(t *testing.T) {
 	}
 }
 
+// A receipt's appendJSON writes what encoding/json's Marshal writes, byte for byte: the bytes
+// a node signs, which verifiers compact and never re-encode, are the same as before it.
+func TestReceipt_AppendJSONAsEncodingJSON(t *testing.T) {
+	at := time.Date(2026, 12, 7, 17, 33, 41, 123_000_000, time.UTC)
+	for _, r := range []Receipt{
+		{},
+		{Version: 1, JobID: "job_1", NodeID: "node_abc", Model: "sim/llama-3.1-8b", PromptTokens: 12, CompletionTokens: 34,
+			OutputSHA256: strings.Repeat("ab", 32), OutputBytes: 13, FinishReason: "stop", StartedAt: at, EndedAt: at.Add(time.Second)},
+		{Version: 1, JobID: "a<b>&\"c\"\\ é\u2028\x01\xff", NodeID: "n", Model: "qwen3:8b <think>", PromptTokens: -1,
+			UsageEstimated: true, OutputBytes: 1 << 40, StartedAt: at.Truncate(time.Second), EndedAt: at.Add(time.Millisecond)},
+	} {
+		checkReceiptJSON(t, r)
+	}
+}
+
+func FuzzReceipt_AppendJSON(f *testing.F) {
+	f.Add(1, "job_1", "node_abc", "llama3.1:8b", 12, 34, false, "stop", int64(1_764_410_400_123))
+	f.Add(2, "<&>", "\u2028", "\xff\xfe", -1, 0, true, "", int64(-62_135_596_800_000))
+	f.Fuzz(func(t *testing.T, version int, job, node, model string, prompt, completion int, estimated bool, finish string, ms int64) {
+		at := time.UnixMilli(ms).UTC()
+		checkReceiptJSON(t, Receipt{Version: version, JobID: job, NodeID: node, Model: model, PromptTokens: prompt,
+			CompletionTokens: completion, UsageEstimated: estimated, OutputSHA256: finish + job, OutputBytes: int64(prompt) * 7,
+			FinishReason: finish, StartedAt: at, EndedAt: at.Add(time.Duration(completion) * time.Millisecond)})
+	})
+}
+
+func checkReceiptJSON(t *testing.T, r Receipt) {
+	t.Helper()
+	want, wantErr := json.Marshal(r)
+	got, err := r.appendJSON(nil)
+	if (err != nil) != (wantErr != nil) || !bytes.Equal(got, want) {
+		t.Errorf("appendJSON:\n%s, %v\nencoding/json:\n%s, %v", got, err, want, wantErr)
+	}
+}
+
 func BenchmarkSigned_MarshalJSON(b *testing.B) {
 	s := Signed{Receipt: json.RawMessage(`{"version":1,"job_id":"job_abcdefghijklmnop","node_id":"node_abcdefgh","model":"llama3.1:8b","prompt_tokens":12,"completion_tokens":20,"finish_reason":"stop","output_sha256":"` + string(bytes.Repeat([]byte("a"), 64)) + `","output_bytes":120,"started_at":"2026-12-07T17:33:41.123Z","ended_at":"2026-12-07T17:33:41.223Z"}`),
 		NodeKey: make([]byte, 32), NodeSignature: make([]byte, 64), NodeProof: &Proof{Index: 1, Size: 4, Path: [][]byte{make([]byte, 32), make([]byte, 32)}},

@@ -22,6 +22,7 @@ package receipt
 
 import (
 	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -79,9 +80,17 @@ func (r *Receipt) validate() error {
 	return nil
 }
 
+// isSHA256 reports whether s is a SHA-256 digest in lowercase hex.
 func isSHA256(s string) bool {
-	b, err := hex.DecodeString(s)
-	return err == nil && len(b) == 32 && hex.EncodeToString(b) == s
+	if len(s) != hex.EncodedLen(sha256.Size) {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // Signed is a receipt with its signatures, as the coordinator stores it and hands it to the

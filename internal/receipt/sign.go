@@ -8,7 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
+
+	"github.com/shareai/shareai/internal/protocol"
 )
 
 // Errors that say which signature failed to verify; Verify's and VerifyNode's errors wrap them.
@@ -58,11 +61,39 @@ func encode(r Receipt) ([]byte, error) {
 	if err := r.validate(); err != nil {
 		return nil, fmt.Errorf("sign receipt: %w", err)
 	}
-	b, err := json.Marshal(r) // compact, as verifiers compact it
+	b, err := r.appendJSON(make([]byte, 0, 320+len(r.JobID)+len(r.NodeID)+len(r.Model)+len(r.FinishReason)))
 	if err != nil {
 		return nil, fmt.Errorf("sign receipt: %w", err)
 	}
 	return b, nil
+}
+
+// appendJSON appends r as encoding/json's Marshal encodes it, byte for byte
+// (TestReceipt_AppendJSONAsEncodingJSON): compact, as verifiers compact it. A node encodes a
+// receipt for every job.
+func (r *Receipt) appendJSON(b []byte) ([]byte, error) {
+	b = strconv.AppendInt(append(b, `{"version":`...), int64(r.Version), 10)
+	b = protocol.AppendString(append(b, `,"job_id":`...), r.JobID, true)
+	b = protocol.AppendString(append(b, `,"node_id":`...), r.NodeID, true)
+	b = protocol.AppendString(append(b, `,"model":`...), r.Model, true)
+	b = strconv.AppendInt(append(b, `,"prompt_tokens":`...), int64(r.PromptTokens), 10)
+	b = strconv.AppendInt(append(b, `,"completion_tokens":`...), int64(r.CompletionTokens), 10)
+	if r.UsageEstimated {
+		b = append(b, `,"usage_estimated":true`...)
+	}
+	b = protocol.AppendString(append(b, `,"output_sha256":`...), r.OutputSHA256, true)
+	b = strconv.AppendInt(append(b, `,"output_bytes":`...), r.OutputBytes, 10)
+	if r.FinishReason != "" {
+		b = protocol.AppendString(append(b, `,"finish_reason":`...), r.FinishReason, true)
+	}
+	var err error
+	if b, err = r.StartedAt.AppendText(append(b, `,"started_at":"`...)); err != nil {
+		return nil, err
+	}
+	if b, err = r.EndedAt.AppendText(append(b, `","ended_at":"`...)); err != nil {
+		return nil, err
+	}
+	return append(b, `"}`...), nil
 }
 
 // Countersign checks the node's receipt in s (its signature, then its claim against what the
@@ -113,7 +144,7 @@ func (s *Signed) Verify(trusted ed25519.PublicKey) (Receipt, error) {
 	}
 	signed := coordinatorMessage(coordinatorDomain, msg, s)
 	if p := s.CoordinatorProof; p != nil {
-		root, err := p.rootFrom(leafHash([]byte(coordinatorLeafDomain), coordinatorMessage("", msg, s)))
+		root, err := p.rootFrom(coordinatorLeaf(msg, s))
 		if err != nil {
 			return Receipt{}, fmt.Errorf("%w: coordinator_proof: %w", ErrCoordinatorSignature, err)
 		}
@@ -143,15 +174,15 @@ func (s *Signed) verifyNode(verify func(ed25519.PublicKey, []byte, []byte) bool)
 	if len(s.NodeSignature) != ed25519.SignatureSize {
 		return Receipt{}, nil, fmt.Errorf("node_signature is %d bytes; an ed25519 signature is %d", len(s.NodeSignature), ed25519.SignatureSize)
 	}
-	// Compacting undoes pretty-printing and nothing else.
-	buf := bytes.NewBuffer(make([]byte, 0, len(s.Receipt)))
-	if err := json.Compact(buf, s.Receipt); err != nil {
-		return Receipt{}, nil, fmt.Errorf("the receipt is not JSON: %w", err)
+	msg, err := compact(s.Receipt)
+	if err != nil {
+		return Receipt{}, nil, err
 	}
-	msg := buf.Bytes()
-	signed := nodeMessage(msg)
-	if s.NodeProof != nil {
-		root, err := s.NodeProof.rootFrom(leafHash([]byte(nodeLeafDomain), msg))
+	var signed []byte
+	if s.NodeProof == nil {
+		signed = nodeMessage(msg)
+	} else {
+		root, err := s.NodeProof.rootFrom(nodeLeaf(msg))
 		if err != nil {
 			return Receipt{}, nil, fmt.Errorf("%w: node_proof: %w", ErrNodeSignature, err)
 		}
@@ -165,6 +196,19 @@ func (s *Signed) verifyNode(verify func(ed25519.PublicKey, []byte, []byte) bool)
 		return Receipt{}, nil, err
 	}
 	return r, msg, nil
+}
+
+// compact returns the receipt's JSON compacted, which undoes pretty-printing and nothing
+// else: the bytes themselves when they hold no white space, as a node sends them.
+func compact(receipt []byte) ([]byte, error) {
+	if !bytes.ContainsAny(receipt, " \t\r\n") && json.Valid(receipt) {
+		return receipt, nil
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, len(receipt)))
+	if err := json.Compact(buf, receipt); err != nil {
+		return nil, fmt.Errorf("the receipt is not JSON: %w", err)
+	}
+	return buf.Bytes(), nil
 }
 
 // decode decodes a signed receipt strictly: a field this build does not know is one it could not
@@ -213,11 +257,31 @@ func rootMessage(domain string, root digest) []byte {
 // (big-endian uint64); then countersigned_at, its seconds since 1970 UTC (big-endian uint64)
 // and nanoseconds (big-endian uint32).
 func coordinatorMessage(domain string, receipt []byte, s *Signed) []byte {
-	m := []byte(domain)
-	for _, f := range [][]byte{receipt, s.NodeKey, s.NodeSignature, []byte(s.RequestID)} {
-		m = binary.BigEndian.AppendUint64(m, uint64(len(f)))
-		m = append(m, f...)
-	}
+	return appendCoordinatorMessage([]byte(domain), receipt, s)
+}
+
+// appendCoordinatorMessage appends coordinatorMessage's fields, after its domain, to m.
+func appendCoordinatorMessage(m, receipt []byte, s *Signed) []byte {
+	m = appendField(m, receipt)
+	m = appendField(m, s.NodeKey)
+	m = appendField(m, s.NodeSignature)
+	m = binary.BigEndian.AppendUint64(m, uint64(len(s.RequestID)))
+	m = append(m, s.RequestID...)
 	m = binary.BigEndian.AppendUint64(m, uint64(s.CountersignedAt.Unix()))
 	return binary.BigEndian.AppendUint32(m, uint32(s.CountersignedAt.Nanosecond()))
+}
+
+// appendField appends f after its length.
+func appendField(m, f []byte) []byte {
+	return append(binary.BigEndian.AppendUint64(m, uint64(len(f))), f...)
+}
+
+// nodeLeaf is the leaf of a node's batch for a receipt's compact JSON.
+func nodeLeaf(receipt []byte) digest {
+	return leafHash(nodeLeafDomain, func(b []byte) []byte { return append(b, receipt...) })
+}
+
+// coordinatorLeaf is the leaf of a coordinator's batch for s, whose compact JSON is receipt.
+func coordinatorLeaf(receipt []byte, s *Signed) digest {
+	return leafHash(coordinatorLeafDomain, func(b []byte) []byte { return appendCoordinatorMessage(b, receipt, s) })
 }
