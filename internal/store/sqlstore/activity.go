@@ -142,10 +142,10 @@ func (db *DB) AddNodeDays(ctx context.Context, days []store.NodeDay) error {
 	slices.SortFunc(keys, func(a, b key) int {
 		return cmp.Or(cmp.Compare(a.node, b.node), cmp.Compare(a.day, b.day))
 	})
-	rows := make([][]any, len(keys))
-	for i, k := range keys {
+	rows := newRows(6, len(keys))
+	for _, k := range keys {
 		s := sums[k]
-		rows[i] = []any{k.node, k.day, s.Jobs, s.Failed, s.PromptTokens, s.CompletionTokens}
+		rows.add(k.node, k.day, s.Jobs, s.Failed, s.PromptTokens, s.CompletionTokens)
 	}
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		return db.insertRows(ctx, tx,
@@ -197,16 +197,15 @@ func (db *DB) InsertTelemetry(ctx context.Context, samples []store.TelemetrySamp
 	// One row per node and minute, the last: PostgreSQL refuses to update a row twice in one
 	// statement.
 	last := make(map[key]int, len(samples))
-	var rows [][]any
+	rows := newRows(3, len(samples))
 	for _, s := range samples {
 		k := key{s.NodeID, millis(s.At.Truncate(time.Minute))}
-		row := []any{k.node, k.at, jsonText(s.Data)}
 		if i, ok := last[k]; ok {
-			rows[i] = row
+			rows.row(i)[2] = jsonText(s.Data)
 			continue
 		}
-		last[k] = len(rows)
-		rows = append(rows, row)
+		last[k] = rows.len()
+		rows.add(k.node, k.at, jsonText(s.Data))
 	}
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		return db.insertRows(ctx, tx, `INSERT INTO node_telemetry (node_id, at, data)`,
@@ -295,9 +294,9 @@ func (db *DB) InsertReceipts(ctx context.Context, rs []*store.Receipt) error {
 	if len(rs) == 0 {
 		return nil
 	}
-	rows := make([][]any, len(rs))
-	for i, r := range rs {
-		rows[i] = receiptArgs(r)
+	rows := newRows(receiptColumns, len(rs))
+	for _, r := range rs {
+		addReceipt(&rows, r)
 	}
 	if err := db.write(ctx, func(tx *sql.Tx) error { return db.insertReceipts(ctx, tx, rows) }); err != nil {
 		return fmt.Errorf("insert %d receipts: %w", len(rs), err)
@@ -305,14 +304,17 @@ func (db *DB) InsertReceipts(ctx context.Context, rs []*store.Receipt) error {
 	return nil
 }
 
-// receiptArgs are a receipt's row, as insertReceipts takes it.
-func receiptArgs(r *store.Receipt) []any {
-	return []any{r.RequestID, r.JobID, r.NodeID, jsonText(r.Signed), millis(r.CreatedAt)}
+// receiptColumns is the width of insertReceipts' rows.
+const receiptColumns = 5
+
+// addReceipt adds a receipt's row for insertReceipts.
+func addReceipt(rows *rows, r *store.Receipt) {
+	rows.add(r.RequestID, r.JobID, r.NodeID, jsonText(r.Signed), millis(r.CreatedAt))
 }
 
-// insertReceipts inserts receipts' rows (receiptArgs) in tx, keeping those stored already.
-func (db *DB) insertReceipts(ctx context.Context, tx *sql.Tx, rows [][]any) error {
-	if len(rows) == 0 {
+// insertReceipts inserts receipts' rows (addReceipt) in tx, keeping those stored already.
+func (db *DB) insertReceipts(ctx context.Context, tx *sql.Tx, rows rows) error {
+	if rows.len() == 0 {
 		return nil
 	}
 	return db.insertRows(ctx, tx, `INSERT INTO receipts (request_id, job_id, node_id, data, created_at)`,

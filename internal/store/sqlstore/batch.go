@@ -153,11 +153,11 @@ func (db *DB) CreateBatch(ctx context.Context, b *store.Batch, lines []*store.Ba
 		if err != nil {
 			return err
 		}
-		rows := make([][]any, len(lines))
-		for i, l := range lines {
-			rows[i] = []any{b.ID, l.Line, l.CustomID, string(l.Body)}
+		rows := newRows(4, len(lines))
+		for _, l := range lines {
+			rows.add(b.ID, l.Line, l.CustomID, string(l.Body))
 		}
-		if len(rows) == 0 {
+		if rows.len() == 0 {
 			return nil
 		}
 		return db.insertRows(ctx, tx, `INSERT INTO batch_lines (batch_id, line, custom_id, body)`, ``, rows, nil)

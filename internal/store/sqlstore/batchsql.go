@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strings"
 )
 
@@ -36,16 +37,37 @@ func placeholders(n, width int) string {
 	return strings.Repeat(group+", ", n-1) + group
 }
 
-// insertRows runs head + " VALUES " + rows + " " + tail for chunks of rows. When scan is not
-// nil the statement returns rows (tail has RETURNING), and scan reads each.
-func (db *DB) insertRows(ctx context.Context, tx *sql.Tx, head, tail string, rows [][]any, scan func(*sql.Rows) error) error {
-	for len(rows) > 0 {
-		n := chunkSize(len(rows), false)
-		args := make([]any, 0, n*len(rows[0]))
-		for _, r := range rows[:n] {
-			args = append(args, r...)
-		}
-		q := head + " VALUES " + placeholders(n, len(rows[0])) + " " + tail
+// rows are the values of a multi-row INSERT, row after row, width values each: one slice, so
+// that the statement's arguments are a part of it, not a copy of rows of their own.
+type rows struct {
+	width int
+	args  []any
+}
+
+// newRows returns rows of width values, with room for n.
+func newRows(width, n int) rows { return rows{width: width, args: make([]any, 0, width*n)} }
+
+// add appends a row of width values.
+func (r *rows) add(row ...any) {
+	if len(row) != r.width {
+		panic(fmt.Sprintf("sqlstore: a row of %d values where %d go", len(row), r.width))
+	}
+	r.args = append(r.args, row...)
+}
+
+// len returns the number of rows.
+func (r rows) len() int { return len(r.args) / r.width }
+
+// row returns row i's values.
+func (r rows) row(i int) []any { return r.args[i*r.width : (i+1)*r.width] }
+
+// insertRows runs head + " VALUES " + rows + " " + tail for chunks of rs. When scan is not nil
+// the statement returns rows (tail has RETURNING), and scan reads each.
+func (db *DB) insertRows(ctx context.Context, tx *sql.Tx, head, tail string, rs rows, scan func(*sql.Rows) error) error {
+	for rs.len() > 0 {
+		n := chunkSize(rs.len(), false)
+		args := rs.args[:n*rs.width]
+		q := head + " VALUES " + placeholders(n, rs.width) + " " + tail
 		if scan == nil {
 			if _, err := db.txExec(ctx, tx, q, args...); err != nil {
 				return err
@@ -53,7 +75,7 @@ func (db *DB) insertRows(ctx context.Context, tx *sql.Tx, head, tail string, row
 		} else if err := db.queryEach(ctx, tx, q, args, scan); err != nil {
 			return err
 		}
-		rows = rows[n:]
+		rs.args = rs.args[n*rs.width:]
 	}
 	return nil
 }

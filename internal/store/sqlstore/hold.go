@@ -202,10 +202,9 @@ func (db *DB) placeHolds(ctx context.Context, tx *sql.Tx, hs []*store.Hold, errs
 		return nil
 	}
 
-	rows := make([][]any, len(accepted))
-	for j, i := range accepted {
-		h := hs[i]
-		rows[j] = []any{h.RequestID, h.AccountID, h.KeyID, int64(h.Amount), formatWindows(held[i]), millis(h.CreatedAt), h.Replica}
+	rows := newRows(openHoldsColumns, len(accepted))
+	for _, i := range accepted {
+		addOpenHold(&rows, hs[i], held[i])
 	}
 	inserted, err := db.insertHolds(ctx, tx, rows)
 	if err != nil {
@@ -250,19 +249,27 @@ ON CONFLICT (scope, period, window_start) DO UPDATE SET held = spend_windows.hel
 	return nil
 }
 
-// openHoldsInsert begins the statement that inserts open holds, the columns of placeHolds'
+// openHoldsInsert begins the statement that inserts open holds, the columns of addOpenHold's
 // rows.
 const openHoldsInsert = `INSERT INTO open_holds (request_id, account_id, key_id, amount, windows, created_at, replica)`
+
+// openHoldsColumns is the width of addOpenHold's rows.
+const openHoldsColumns = 7
+
+// addOpenHold adds the row of h, held in the spend windows ws, for openHoldsInsert.
+func addOpenHold(rows *rows, h *store.Hold, ws []window) {
+	rows.add(h.RequestID, h.AccountID, h.KeyID, int64(h.Amount), formatWindows(ws), millis(h.CreatedAt), h.Replica)
+}
 
 // insertHolds inserts new holds' rows into open_holds and returns the request ids it inserted:
 // a request held already, open, pending or closed, is left as it was, and out of the result,
 // and so is a second row of one request.
-func (db *DB) insertHolds(ctx context.Context, tx *sql.Tx, rows [][]any) (map[string]bool, error) {
-	ids := make([]string, len(rows))
-	for i, r := range rows {
-		ids[i] = r[0].(string)
+func (db *DB) insertHolds(ctx context.Context, tx *sql.Tx, rows rows) (map[string]bool, error) {
+	ids := make([]string, rows.len())
+	for i := range ids {
+		ids[i] = rows.row(i)[0].(string)
 	}
-	inserted := make(map[string]bool, len(rows))
+	inserted := make(map[string]bool, len(ids))
 	if db.dialect == sqliteDialect {
 		// The write transaction runs alone, so a read tells which requests are held already,
 		// and a plain INSERT costs less than one that returns rows.
@@ -270,12 +277,12 @@ func (db *DB) insertHolds(ctx context.Context, tx *sql.Tx, rows [][]any) (map[st
 		if err != nil {
 			return nil, err
 		}
-		fresh := make([][]any, 0, len(rows))
-		for _, r := range rows {
-			if id := r[0].(string); !held[id] && !db.pending.has(id) {
+		fresh := newRows(rows.width, len(ids))
+		for i, id := range ids {
+			if !held[id] && !db.pending.has(id) {
 				held[id] = true
 				inserted[id] = true
-				fresh = append(fresh, r)
+				fresh.add(rows.row(i)...)
 			}
 		}
 		return inserted, db.insertRows(ctx, tx, openHoldsInsert, ``, fresh, nil)

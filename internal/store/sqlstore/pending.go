@@ -371,11 +371,11 @@ func (db *DB) writePending(ctx context.Context, tx *sql.Tx, requestIDs []string)
 	if err := db.capWindows(ctx, tx, hs, ws); err != nil {
 		return err
 	}
-	rows := make([][]any, len(hs))
+	rows := newRows(openHoldsColumns, len(hs))
 	held := map[string]money.Nanos{}
 	windows := map[window]money.Nanos{}
 	for i, h := range hs {
-		rows[i] = []any{h.RequestID, h.AccountID, h.KeyID, int64(h.Amount), formatWindows(ws[i]), millis(h.CreatedAt), h.Replica}
+		addOpenHold(&rows, h, ws[i])
 		held[buyerAccount(h.AccountID)] += h.Amount
 		for _, w := range ws[i] {
 			windows[w] += h.Amount

@@ -40,7 +40,12 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 		return err
 	}
 	p := settlement{
-		balance: map[string]money.Nanos{},
+		shut:     newRows(9, len(batch)),
+		txns:     newRows(4, len(batch)),
+		entries:  newRows(8, 3*len(batch)),
+		uses:     newRows(usageWidth, len(batch)),
+		receipts: newRows(receiptColumns, len(batch)),
+		balance:  map[string]money.Nanos{},
 		held:    map[string]money.Nanos{},
 		spent:   map[window][2]money.Nanos{},
 		ensure:  map[string][2]string{},
@@ -48,7 +53,7 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 	}
 	for i, s := range batch {
 		for _, r := range s.Receipts { // a record of the jobs that ran, whatever the money does
-			p.receipts = append(p.receipts, receiptArgs(r))
+			addReceipt(&p.receipts, r)
 		}
 		h := holds[s.RequestID]
 		if err := checkSettlement(s, h, closed[s.RequestID]); err != nil {
@@ -145,8 +150,8 @@ func (db *DB) settlingHolds(ctx context.Context, tx *sql.Tx, batch []*store.Sett
 // they move on the rows they share.
 type settlement struct {
 	done                      []string // the requests whose holds leave open_holds
-	txns, entries, uses, shut [][]any
-	receipts                  [][]any
+	txns, entries, uses, shut rows
+	receipts                  rows
 	balance                   map[string]money.Nanos    // ledger account → change
 	held                      map[string]money.Nanos    // ledger account → change
 	spent                     map[window][2]money.Nanos // spend window → change of spent, held
@@ -160,7 +165,9 @@ func (p *settlement) add(s *store.Settlement, h *openHold, ws []window) {
 	if s.Debit == 0 {
 		status = "voided"
 	}
-	p.shut = append(p.shut, []any{s.RequestID, h.accountID, h.keyID, int64(h.amount), h.windows, status, h.createdAt, millis(s.At), h.replica})
+	// Values that several rows hold are put in an interface once, which allocates.
+	id, at := any(s.RequestID), any(millis(s.At))
+	p.shut.add(id, h.accountID, h.keyID, int64(h.amount), h.windows, status, h.createdAt, at, h.replica)
 	buyer := buyerAccount(h.accountID)
 	unheld := h.amount // what the database holds for it
 	if h.pending {
@@ -174,7 +181,7 @@ func (p *settlement) add(s *store.Settlement, h *openHold, ws []window) {
 		p.spent[w] = [2]money.Nanos{d[0] + s.Debit, d[1] - unheld}
 	}
 	if s.Usage != nil {
-		p.uses = append(p.uses, usageArgs(s.Usage))
+		addUsage(&p.uses, s.Usage)
 	}
 	for _, n := range s.Flagged {
 		p.flagged[n]++
@@ -182,21 +189,21 @@ func (p *settlement) add(s *store.Settlement, h *openHold, ws []window) {
 	if s.Debit == 0 {
 		return
 	}
-	txn := "settle:" + s.RequestID
-	p.txns = append(p.txns, []any{txn, "settle", s.RequestID, millis(s.At)})
-	p.entries = append(p.entries, []any{txn, buyer, -int64(s.Debit), nil, nil, millis(s.At), "", 0})
+	txn := any("settle:" + s.RequestID)
+	p.txns.add(txn, "settle", id, at)
+	p.entries.add(txn, buyer, -int64(s.Debit), nil, nil, at, "", 0)
 	p.balance[buyer] -= s.Debit
 	for _, part := range s.Parts {
 		if part.Earned > 0 {
 			acct := pendingAccount(part.ProviderID)
 			p.ensure[acct] = [2]string{part.ProviderID, "pending"}
-			p.entries = append(p.entries, []any{txn, acct, int64(part.Earned), part.NodeID, nullMillis(s.ReleaseAt), millis(s.At), part.AskWindow, part.Surge})
+			p.entries.add(txn, acct, int64(part.Earned), part.NodeID, nullMillis(s.ReleaseAt), at, part.AskWindow, part.Surge)
 			p.balance[acct] += part.Earned
 		}
 	}
 	if fee := s.Fee - s.Subsidy; fee != 0 {
 		p.ensure[feesAccount] = [2]string{"", "fees"}
-		p.entries = append(p.entries, []any{txn, feesAccount, int64(fee), nil, nil, millis(s.At), "", 0})
+		p.entries.add(txn, feesAccount, int64(fee), nil, nil, at, "", 0)
 		p.balance[feesAccount] += fee
 	}
 }
@@ -221,7 +228,7 @@ func (db *DB) writeSettlement(ctx context.Context, tx *sql.Tx, p *settlement, ma
 	if err := db.insertRows(ctx, tx, `INSERT INTO holds (request_id, account_id, key_id, amount, windows, status, created_at, closed_at, replica)`, ``, p.shut, nil); err != nil {
 		return err
 	}
-	if len(p.txns) > 0 {
+	if p.txns.len() > 0 {
 		if err := db.insertRows(ctx, tx, `INSERT INTO ledger_txns (id, kind, ref, created_at)`, ``, p.txns, nil); err != nil {
 			return err
 		}
@@ -232,7 +239,7 @@ func (db *DB) writeSettlement(ctx context.Context, tx *sql.Tx, p *settlement, ma
 	if err := db.insertReceipts(ctx, tx, p.receipts); err != nil {
 		return err
 	}
-	if len(p.uses) > 0 {
+	if p.uses.len() > 0 {
 		if err := db.insertRows(ctx, tx, `INSERT INTO usage (`+usageColumns+`)`, `ON CONFLICT (request_id) DO NOTHING`, p.uses, nil); err != nil {
 			return fmt.Errorf("record usage: %w", err)
 		}

@@ -235,9 +235,9 @@ func (db *DB) AddNodeChecks(ctx context.Context, checks []store.NodeCheck) error
 	if len(checks) == 0 {
 		return nil
 	}
-	rows := make([][]any, len(checks))
-	for i, c := range checks {
-		rows[i] = []any{c.NodeID, millis(c.At), c.Kind, c.Model, c.Passed, c.Detail}
+	rows := newRows(6, len(checks))
+	for _, c := range checks {
+		rows.add(c.NodeID, millis(c.At), c.Kind, c.Model, c.Passed, c.Detail)
 	}
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		return db.insertRows(ctx, tx, `INSERT INTO node_checks (node_id, at, kind, model, passed, detail)`, ``, rows, nil)

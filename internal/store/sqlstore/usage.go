@@ -18,12 +18,15 @@ const insertUsageSQL = `INSERT INTO usage (` + usageColumns + `)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (request_id) DO NOTHING`
 
-// usageArgs are a record's values for insertUsageSQL.
-func usageArgs(u *store.Usage) []any {
-	return []any{u.RequestID, u.AccountID, u.KeyID, u.Model, u.NodeID, u.Endpoint, u.Stream,
+// usageWidth is the number of usageColumns.
+const usageWidth = 20
+
+// addUsage adds a record's row of usageColumns.
+func addUsage(rows *rows, u *store.Usage) {
+	rows.add(u.RequestID, u.AccountID, u.KeyID, u.Model, u.NodeID, u.Endpoint, u.Stream,
 		u.PromptTokens, u.CompletionTokens, micros(u.TTFT), micros(u.Duration),
 		u.Outcome, u.Error, millis(u.CreatedAt), int64(u.Cost), u.FinishReason, u.Region,
-		u.ServiceTier, micros(u.QueueTime), u.Split}
+		u.ServiceTier, micros(u.QueueTime), u.Split)
 }
 
 // InsertUsage records requests in one transaction. A request id already recorded keeps its
@@ -38,8 +41,11 @@ func (db *DB) InsertUsage(ctx context.Context, us []*store.Usage) error {
 			return err
 		}
 		defer stmt.Close()
+		row := newRows(usageWidth, 1)
 		for _, u := range us {
-			if _, err := stmt.ExecContext(ctx, usageArgs(u)...); err != nil {
+			row.args = row.args[:0]
+			addUsage(&row, u)
+			if _, err := stmt.ExecContext(ctx, row.args...); err != nil {
 				return fmt.Errorf("request %s: %w", u.RequestID, err)
 			}
 		}
