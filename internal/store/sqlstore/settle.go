@@ -46,10 +46,10 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 		uses:     newRows(usageWidth, len(batch)),
 		receipts: newRows(receiptColumns, len(batch)),
 		balance:  map[string]money.Nanos{},
-		held:    map[string]money.Nanos{},
-		spent:   map[window][2]money.Nanos{},
-		ensure:  map[string][2]string{},
-		flagged: map[string]int{},
+		held:     map[string]money.Nanos{},
+		spent:    map[window][2]money.Nanos{},
+		ensure:   map[string][2]string{},
+		flagged:  map[string]int{},
 	}
 	for i, s := range batch {
 		for _, r := range s.Receipts { // a record of the jobs that ran, whatever the money does
