@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/shareai/shareai/internal/aside"
 	"github.com/shareai/shareai/internal/engine"
 	"github.com/shareai/shareai/internal/metrics"
 	"github.com/shareai/shareai/internal/protocol"
@@ -287,7 +288,7 @@ func (c *conn) start(ctx context.Context, id string, req *protocol.Request) {
 	c.a.mu.Unlock()
 
 	started := c.a.cfg.Now()
-	go func() {
+	aside.Go(func() { // a worker whose stack earlier jobs grew: a job calls deep, into net/http
 		end, rec := c.run(jctx, id, j, req, started)
 		cancel(nil)
 		c.mu.Lock()
@@ -300,7 +301,7 @@ func (c *conn) start(ctx context.Context, id string, req *protocol.Request) {
 		if c.send(end) == nil && rec != nil {
 			c.receipts <- pendingReceipt{id, *rec} // after its end frame: the coordinator waits for it
 		}
-	}()
+	})
 }
 
 // run runs a job on the engine and returns its end frame, which carries the last piece of the
