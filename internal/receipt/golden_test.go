@@ -10,9 +10,9 @@ import (
 	"github.com/shareai/shareai/internal/receipt"
 )
 
-// The receipts in testdata were signed by an earlier build, from the fixed keys and jobs of
-// these tests: one of a batch of three, and one signed and countersigned alone. Buyers keep
-// receipts for years, so every later build must verify them and sign the same jobs to the
+// The receipts in testdata were signed by an earlier build (5946794), from the fixed keys and
+// jobs of these tests: one of a batch of three, and one signed and countersigned alone. Buyers
+// keep receipts for years, so every later build must verify them and sign the same jobs to the
 // same bytes: how a leaf, a message or the JSON is put together may be rewritten, never
 // changed.
 
