@@ -31,6 +31,11 @@ func BenchmarkPath(b *testing.B) {
 	up := httptest.NewServer(bench.Mock()) // 20 chunks a stream, at once
 	defer up.Close()
 	env := testenv.New(b, testenv.Providers(1), func(c *testenv.Config) {
+		// A running coordinator's background work, not a test network's: it records nodes'
+		// activity each minute, not each 100ms (a transaction each time), and scores them and
+		// samples their slots at its own pace.
+		c.Coordinator.SlotSampleEvery, c.Coordinator.Fleet.RecordInterval = 0, 0
+		c.Coordinator.Prober.ScoreEvery, c.Coordinator.Prober.Tick = 0, 0
 		c.Agent.MaxConcurrent = 256
 		c.NewEngine = func(int) (engine.Engine, error) {
 			return openaicompat.New(openaicompat.Config{BaseURL: up.URL + "/v1"})
