@@ -66,6 +66,10 @@ func TestReceipt_AppendJSONAsEncodingJSON(t *testing.T) {
 	} {
 		checkReceiptJSON(t, r)
 	}
+	// A field added to Receipt must be added to appendJSON too, and set in the cases above.
+	if n := reflect.TypeFor[Receipt]().NumField(); n != 12 {
+		t.Errorf("Receipt has %d fields; appendJSON writes 12", n)
+	}
 }
 
 func FuzzReceipt_AppendJSON(f *testing.F) {
