@@ -52,17 +52,19 @@ func TestRun(t *testing.T) {
 // own.
 func TestRun_ReusesWorkers(t *testing.T) {
 	defer func(d time.Duration) { idle = d }(idle)
-	idle = time.Second
+	idle = 2 * time.Second // long enough that no worker leaves between two calls
 	waitWorkers(t, 0)
 	for range 10 {
 		Run(func() {})
+		waitWaiting(t, 1) // back and waiting for the next call
 	}
 	if n := workers(); n != 1 {
-		t.Errorf("%d workers after 10 calls one after the other; want 1, waiting", n)
+		t.Errorf("%d workers after 10 calls one after the other; want 1", n)
 	}
 	gone := make(chan struct{})
 	Go(func() { close(gone) })
 	<-gone
+	waitWaiting(t, 1)
 	if n := workers(); n != 1 {
 		t.Errorf("%d workers after Go; want the one that waited", n)
 	}
@@ -84,6 +86,18 @@ func TestRun_ReusesWorkers(t *testing.T) {
 	wg.Wait()
 }
 
+// waitWaiting waits until n workers wait for a call.
+func waitWaiting(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, waiting := countWorkers(); waiting != n; _, waiting = countWorkers() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d workers waiting after 10 s; want %d", waiting, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // waitWorkers waits until n workers are left, the others gone after idle.
 func waitWorkers(t *testing.T, n int) {
 	t.Helper()
@@ -98,13 +112,21 @@ func waitWorkers(t *testing.T, n int) {
 
 // workers counts the goroutines in work.
 func workers() int {
+	n, _ := countWorkers()
+	return n
+}
+
+// countWorkers counts the goroutines in work, and those of them waiting in its select.
+func countWorkers() (all, waiting int) {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
-	n := 0
 	for _, g := range bytes.Split(buf, []byte("\n\n")) {
 		if bytes.Contains(g, []byte("aside.work(")) {
-			n++
+			all++
+			if bytes.Contains(g, []byte(" [select")) { // "goroutine 7 [select]:" or "[select, 1 minutes]:"
+				waiting++
+			}
 		}
 	}
-	return n
+	return all, waiting
 }
