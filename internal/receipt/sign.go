@@ -265,14 +265,13 @@ func appendCoordinatorMessage(m, receipt []byte, s *Signed) []byte {
 	m = appendField(m, receipt)
 	m = appendField(m, s.NodeKey)
 	m = appendField(m, s.NodeSignature)
-	m = binary.BigEndian.AppendUint64(m, uint64(len(s.RequestID)))
-	m = append(m, s.RequestID...)
+	m = appendField(m, s.RequestID)
 	m = binary.BigEndian.AppendUint64(m, uint64(s.CountersignedAt.Unix()))
 	return binary.BigEndian.AppendUint32(m, uint32(s.CountersignedAt.Nanosecond()))
 }
 
 // appendField appends f after its length.
-func appendField(m, f []byte) []byte {
+func appendField[F ~string | ~[]byte](m []byte, f F) []byte {
 	return append(binary.BigEndian.AppendUint64(m, uint64(len(f))), f...)
 }
 

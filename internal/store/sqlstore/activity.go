@@ -142,7 +142,7 @@ func (db *DB) AddNodeDays(ctx context.Context, days []store.NodeDay) error {
 	slices.SortFunc(keys, func(a, b key) int {
 		return cmp.Or(cmp.Compare(a.node, b.node), cmp.Compare(a.day, b.day))
 	})
-	rows := newRows(6, len(keys))
+	rows := newRows(len(keys))
 	for _, k := range keys {
 		s := sums[k]
 		rows.add(k.node, k.day, s.Jobs, s.Failed, s.PromptTokens, s.CompletionTokens)
@@ -197,7 +197,7 @@ func (db *DB) InsertTelemetry(ctx context.Context, samples []store.TelemetrySamp
 	// One row per node and minute, the last: PostgreSQL refuses to update a row twice in one
 	// statement.
 	last := make(map[key]int, len(samples))
-	rows := newRows(3, len(samples))
+	rows := newRows(len(samples))
 	for _, s := range samples {
 		k := key{s.NodeID, millis(s.At.Truncate(time.Minute))}
 		if i, ok := last[k]; ok {
@@ -294,7 +294,7 @@ func (db *DB) InsertReceipts(ctx context.Context, rs []*store.Receipt) error {
 	if len(rs) == 0 {
 		return nil
 	}
-	rows := newRows(receiptColumns, len(rs))
+	rows := newRows(len(rs))
 	for _, r := range rs {
 		addReceipt(&rows, r)
 	}
@@ -303,9 +303,6 @@ func (db *DB) InsertReceipts(ctx context.Context, rs []*store.Receipt) error {
 	}
 	return nil
 }
-
-// receiptColumns is the width of insertReceipts' rows.
-const receiptColumns = 5
 
 // addReceipt adds a receipt's row for insertReceipts.
 func addReceipt(rows *rows, r *store.Receipt) {

@@ -153,7 +153,7 @@ func (db *DB) CreateBatch(ctx context.Context, b *store.Batch, lines []*store.Ba
 		if err != nil {
 			return err
 		}
-		rows := newRows(4, len(lines))
+		rows := newRows(len(lines))
 		for _, l := range lines {
 			rows.add(b.ID, l.Line, l.CustomID, string(l.Body))
 		}

@@ -37,26 +37,37 @@ func placeholders(n, width int) string {
 	return strings.Repeat(group+", ", n-1) + group
 }
 
-// rows are the values of a multi-row INSERT, row after row, width values each: one slice, so
-// that the statement's arguments are a part of it, not a copy of rows of their own.
+// rows are the values of a multi-row INSERT, row after row: one slice, so that the
+// statement's arguments are a part of it, not a copy of rows of their own. Its first row sets
+// how many values each has.
 type rows struct {
 	width int
 	args  []any
+	n     int // the rows to make room for at the first
 }
 
-// newRows returns rows of width values, with room for n.
-func newRows(width, n int) rows { return rows{width: width, args: make([]any, 0, width*n)} }
+// newRows returns rows with room for n.
+func newRows(n int) rows { return rows{n: n} }
 
-// add appends a row of width values.
+// add appends a row, of as many values as the first.
 func (r *rows) add(row ...any) {
-	if len(row) != r.width {
+	switch {
+	case r.width == 0:
+		r.width = len(row)
+		r.args = make([]any, 0, r.width*max(r.n, 1))
+	case len(row) != r.width:
 		panic(fmt.Sprintf("sqlstore: a row of %d values where %d go", len(row), r.width))
 	}
 	r.args = append(r.args, row...)
 }
 
 // len returns the number of rows.
-func (r rows) len() int { return len(r.args) / r.width }
+func (r rows) len() int {
+	if r.width == 0 {
+		return 0
+	}
+	return len(r.args) / r.width
+}
 
 // row returns row i's values.
 func (r rows) row(i int) []any { return r.args[i*r.width : (i+1)*r.width] }

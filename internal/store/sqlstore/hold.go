@@ -202,7 +202,7 @@ func (db *DB) placeHolds(ctx context.Context, tx *sql.Tx, hs []*store.Hold, errs
 		return nil
 	}
 
-	rows := newRows(openHoldsColumns, len(accepted))
+	rows := newRows(len(accepted))
 	for _, i := range accepted {
 		addOpenHold(&rows, hs[i], held[i])
 	}
@@ -253,9 +253,6 @@ ON CONFLICT (scope, period, window_start) DO UPDATE SET held = spend_windows.hel
 // rows.
 const openHoldsInsert = `INSERT INTO open_holds (request_id, account_id, key_id, amount, windows, created_at, replica)`
 
-// openHoldsColumns is the width of addOpenHold's rows.
-const openHoldsColumns = 7
-
 // addOpenHold adds the row of h, held in the spend windows ws, for openHoldsInsert.
 func addOpenHold(rows *rows, h *store.Hold, ws []window) {
 	rows.add(h.RequestID, h.AccountID, h.KeyID, int64(h.Amount), formatWindows(ws), millis(h.CreatedAt), h.Replica)
@@ -277,7 +274,7 @@ func (db *DB) insertHolds(ctx context.Context, tx *sql.Tx, rows rows) (map[strin
 		if err != nil {
 			return nil, err
 		}
-		fresh := newRows(rows.width, len(ids))
+		fresh := newRows(len(ids))
 		for i, id := range ids {
 			if !held[id] && !db.pending.has(id) {
 				held[id] = true

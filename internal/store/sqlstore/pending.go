@@ -371,7 +371,7 @@ func (db *DB) writePending(ctx context.Context, tx *sql.Tx, requestIDs []string)
 	if err := db.capWindows(ctx, tx, hs, ws); err != nil {
 		return err
 	}
-	rows := newRows(openHoldsColumns, len(hs))
+	rows := newRows(len(hs))
 	held := map[string]money.Nanos{}
 	windows := map[window]money.Nanos{}
 	for i, h := range hs {

@@ -40,11 +40,11 @@ func (db *DB) settle(ctx context.Context, tx *sql.Tx, batch []*store.Settlement,
 		return err
 	}
 	p := settlement{
-		shut:     newRows(9, len(batch)),
-		txns:     newRows(4, len(batch)),
-		entries:  newRows(8, 3*len(batch)),
-		uses:     newRows(usageWidth, len(batch)),
-		receipts: newRows(receiptColumns, len(batch)),
+		shut:     newRows(len(batch)),
+		txns:     newRows(len(batch)),
+		entries:  newRows(3 * len(batch)),
+		uses:     newRows(len(batch)),
+		receipts: newRows(len(batch)),
 		balance:  map[string]money.Nanos{},
 		held:     map[string]money.Nanos{},
 		spent:    map[window][2]money.Nanos{},

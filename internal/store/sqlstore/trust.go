@@ -235,7 +235,7 @@ func (db *DB) AddNodeChecks(ctx context.Context, checks []store.NodeCheck) error
 	if len(checks) == 0 {
 		return nil
 	}
-	rows := newRows(6, len(checks))
+	rows := newRows(len(checks))
 	for _, c := range checks {
 		rows.add(c.NodeID, millis(c.At), c.Kind, c.Model, c.Passed, c.Detail)
 	}

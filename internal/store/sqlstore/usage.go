@@ -18,9 +18,6 @@ const insertUsageSQL = `INSERT INTO usage (` + usageColumns + `)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (request_id) DO NOTHING`
 
-// usageWidth is the number of usageColumns.
-const usageWidth = 20
-
 // addUsage adds a record's row of usageColumns.
 func addUsage(rows *rows, u *store.Usage) {
 	rows.add(u.RequestID, u.AccountID, u.KeyID, u.Model, u.NodeID, u.Endpoint, u.Stream,
@@ -41,7 +38,7 @@ func (db *DB) InsertUsage(ctx context.Context, us []*store.Usage) error {
 			return err
 		}
 		defer stmt.Close()
-		row := newRows(usageWidth, 1)
+		row := newRows(1)
 		for _, u := range us {
 			row.args = row.args[:0]
 			addUsage(&row, u)
